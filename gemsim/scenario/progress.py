@@ -1,0 +1,56 @@
+"""Progress of long runs: a tqdm bar on a terminal or in Jupyter, plain lines otherwise."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+PLAIN_LINE_EVERY_S = 10.0  # plain lines at most this often, so CI logs stay readable
+
+
+class ProgressBar:
+    """Commits done / total, rate and ETA; `quiet` silences it. Called as `bar(done, total)`."""
+
+    def __init__(self, label: str, *, quiet: bool = False, stream: TextIO | None = None):
+        self.label, self.quiet = label, quiet
+        self.stream = stream or sys.stderr
+        self._bar = None
+        self._start = time.perf_counter()
+        self._last_line = -PLAIN_LINE_EVERY_S
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        if _interactive(self.stream):
+            self._tqdm(total).update(done - self._tqdm(total).n)
+            return
+        now = time.perf_counter() - self._start
+        if done < total and now - self._last_line < PLAIN_LINE_EVERY_S:
+            return
+        self._last_line = now
+        rate = done / now if now > 0 else float("nan")
+        eta = (total - done) / rate if rate > 0 else float("nan")
+        print(
+            f"{self.label}: {done}/{total} commits, {rate:.0f} commits/s, ETA {eta:.0f} s",
+            file=self.stream,
+            flush=True,
+        )
+
+    def _tqdm(self, total: int):
+        if self._bar is None:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, desc=self.label, unit="commit", file=self.stream)
+        return self._bar
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+def _interactive(stream: TextIO) -> bool:
+    if "ipykernel" in sys.modules:
+        return True
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())

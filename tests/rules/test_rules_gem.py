@@ -1,0 +1,215 @@
+"""GEM's properties: pi's range, energy matching, the variants, kappa, and gem_optax."""
+
+import doctest
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rules_harness import async_trace, drive, jax_grad, leaves_np, make_problem
+
+from gemsim import rules
+from gemsim.rules import _gem, _gem_optax
+
+SHAPES = [(7,), (3, 4), (2, 2, 5)]
+
+
+def _inputs(seed, d_scale, shapes=SHAPES):
+    """theta, m, s, g as lists of float32 leaves, with |d| about d_scale."""
+    rng = np.random.default_rng(seed)
+    draw = lambda scale: [jnp.asarray(rng.normal(0, scale, s), jnp.float32) for s in shapes]
+    theta, m, g = draw(1.0), draw(0.1), draw(1.0)
+    s = [t - jnp.asarray(rng.normal(0, d_scale, t.shape), jnp.float32) for t in theta]
+    return theta, m, s, g
+
+
+def _step(seed, d_scale, **hyper):
+    defaults = dict(
+        lr=0.1,
+        momentum=0.9,
+        kappa=1.0,
+        pi_max=5.0,
+        eps=1e-12,
+        eps_placement=rules.EpsPlacement.OUTSIDE,
+    )
+    cfg = _gem.make_config(**{**defaults, **hyper})
+    theta, m, s, g = _inputs(seed, d_scale)
+    step = _gem.gem_step(cfg, theta, m, s, g)
+    return cfg, [np.asarray(x) for x in jax.tree.leaves(step.pi)], step, (theta, m, s, g)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    lr=st.floats(1e-3, 1.0),
+    momentum=st.floats(0.0, 0.99),
+    kappa=st.floats(0.5, 4.0),
+    pi_max=st.floats(0.1, 10.0),
+    eps=st.sampled_from([1e-12, 1e-6, 1e-3]),
+    placement=st.sampled_from(list(rules.EpsPlacement)),
+    d_scale=st.floats(1e-4, 10.0),
+)
+def test_pi_in_range_and_energy_matched_inside(
+    seed, lr, momentum, kappa, pi_max, eps, placement, d_scale
+):
+    cfg, pis, step, _ = _step(
+        seed,
+        d_scale,
+        lr=lr,
+        momentum=momentum,
+        kappa=kappa,
+        pi_max=pi_max,
+        eps=eps,
+        eps_placement=placement,
+    )
+    for pi, m, d, dth in zip(
+        pis, *(leaves_np(t) for t in (step.m, step.d, step.dtheta)), strict=True
+    ):
+        assert np.all(np.isfinite(pi))
+        assert np.all(pi >= 0) and np.all(pi <= np.float32(pi_max))
+        inner = (pi > 0) & (pi < np.float32(pi_max))
+        lhs = np.abs(d) + pi * np.abs(dth)
+        rhs = kappa * np.abs(m)
+        slack = pi * eps + 1e-6 * (rhs + np.abs(d) + pi * np.abs(dth)) + 1e-30
+        assert np.all(np.abs(lhs - rhs)[inner] <= slack[inner])
+        # Where pi is matched, the central motion has at most the proxy's energy.
+        assert np.all(np.abs(d + pi * dth)[inner] <= (rhs + slack)[inner])
+
+
+def test_pi_clips_at_both_ends():
+    _, pis, _, _ = _step(3, 0.3)
+    pi = np.concatenate([p.ravel() for p in pis])
+    assert np.any(pi == 0) and np.any(pi == np.float32(5.0)) and np.any((pi > 0) & (pi < 5))
+
+
+def test_eps_placement_differs_exactly_where_dtheta_is_negative():
+    eps = 1e-2  # large enough to see at float32
+    _, outside, step, _ = _step(5, 0.1, eps=eps, eps_placement=rules.EpsPlacement.OUTSIDE)
+    _, inside, _, _ = _step(5, 0.1, eps=eps, eps_placement=rules.EpsPlacement.INSIDE)
+    dth = np.concatenate([x.ravel() for x in leaves_np(step.dtheta)])
+    out = np.concatenate([p.ravel() for p in outside])
+    ins = np.concatenate([p.ravel() for p in inside])
+    nonneg = dth >= 0
+    np.testing.assert_array_equal(ins[nonneg], out[nonneg])
+    # |dtheta + eps| < |dtheta| + eps where dtheta < 0: a larger pi unless clipped.
+    free = ~nonneg & (out > 0) & (out < 5.0)
+    assert np.all(ins[~nonneg] >= out[~nonneg]) and np.all(ins[free] > out[free])
+    assert nonneg.sum() > 0 and free.sum() > 0
+
+
+def test_gradient_at_changes_only_where_the_gradient_is_taken():
+    post = rules.gem(0.05)
+    pulled = rules.gem(0.05, gradient_at=rules.GradientAt.PULLED)
+    theta, m, s, g = _inputs(0, 0.1)
+    ws = rules.GemWorkerState(m=m, s=s)
+    assert post.start(theta, ws) is theta and pulled.start(theta, ws) is s
+    args = (theta, optax.EmptyState(), ws, theta, theta, g, jnp.int32(2))
+    for a, b in zip(
+        jax.tree.leaves(post.commit(*args)), jax.tree.leaves(pulled.commit(*args)), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+
+    # Driven: identical until some worker commits for the second time, different after.
+    order = async_trace(1, 4, 24)
+    problem = make_problem(7, 4, 24)
+    a = drive(post, problem, order, 4).versions
+    b = drive(pulled, problem, order, 4).versions
+    workers = [w for w, _ in order]
+    first_repeat = next(k for k, w in enumerate(workers) if w in workers[:k])
+    for k in range(first_repeat + 1):  # versions 0..first_repeat: only first commits so far
+        for x, y in zip(leaves_np(a[k]), leaves_np(b[k]), strict=True):
+            np.testing.assert_array_equal(x, y)
+    for k in range(first_repeat + 1, len(a)):
+        assert any(np.any(x != y) for x, y in zip(leaves_np(a[k]), leaves_np(b[k]), strict=True))
+
+
+def test_kappa_scales_the_proxy_energy_by_kappa_squared():
+    theta, m, s, g = _inputs(1, 0.2)
+    ws = rules.GemWorkerState(m=m, s=s)
+    infos = {}
+    for kappa in (1.0, 2.0, 3.5):
+        rule = rules.gem(0.1, kappa=kappa)
+        _, _, new_ws, info = jax.jit(rule.commit)(
+            theta, optax.EmptyState(), ws, theta, theta, g, jnp.int32(1)
+        )
+        infos[kappa] = (info, leaves_np(new_ws.m))
+    for kappa in (2.0, 3.5):
+        np.testing.assert_allclose(
+            infos[kappa][0].proxy_energy, kappa**2 * infos[1.0][0].proxy_energy, rtol=1e-6
+        )
+        for x, y in zip(infos[kappa][1], infos[1.0][1], strict=True):
+            np.testing.assert_array_equal(x, y)  # the proxy itself does not depend on kappa
+
+
+def test_zero_gradient_leaves_theta_unchanged_and_finite():
+    for placement in rules.EpsPlacement:
+        rule = rules.gem(0.1, eps_placement=placement)
+        theta, m, s, g = _inputs(2, 0.1)
+        zeros = [jnp.zeros_like(x) for x in g]
+        new, _, _, info = jax.jit(rule.commit)(
+            theta, optax.EmptyState(), rules.GemWorkerState(m, s), theta, theta, zeros, jnp.int32(0)
+        )
+        for x, y in zip(new, theta, strict=True):
+            np.testing.assert_array_equal(x, y)
+        assert all(np.all(np.isfinite(np.asarray(v))) for v in info)
+
+
+def test_per_leaf_median_has_one_value_per_leaf_in_tree_order():
+    params = {"z": jnp.ones((3, 2)), "a": jnp.ones(5), "m": {"k": jnp.ones((2, 2, 2))}}
+    rule = rules.gem(0.1)
+    state = rule.init(params, 3)
+    ws = jax.tree.map(lambda x: x[1], state.workers)
+    g = {"z": jnp.full((3, 2), 1.0), "a": jnp.full(5, 2.0), "m": {"k": jnp.full((2, 2, 2), 3.0)}}
+    theta = jax.tree.map(lambda x: x + 0.01, params)
+    commit = jax.jit(rule.commit)
+    _, _, _, info = commit(theta, state.server, ws, params, params, g, jnp.int32(0))
+    assert info.pi_median_per_leaf.shape == (3,)
+    # leaves order: a, m/k, z; m = -0.1*g, d = 0.01: pi = (0.1 g - 0.01) / (0.1 g)
+    expected = [(0.1 * v - 0.01) / (0.1 * v) for v in (2.0, 3.0, 1.0)]
+    np.testing.assert_allclose(info.pi_median_per_leaf, expected, rtol=1e-5)
+
+
+def test_gem_optax_in_a_chain_equals_the_rules_commit():
+    n, order = 3, async_trace(4, 3, 24)
+    problem = make_problem(9, n, len(order))
+    hyper = dict(
+        lr=0.05,
+        momentum=0.8,
+        kappa=1.5,
+        pi_max=4.0,
+        eps=1e-6,
+        eps_placement=rules.EpsPlacement.INSIDE,
+    )
+    expected = drive(rules.gem(**hyper), problem, order, n).versions
+
+    tx = optax.chain(optax.clip_by_global_norm(1e6), rules.gem_optax(**hyper))
+    update = jax.jit(tx.update)
+    theta = problem.params
+    states = [tx.init(theta) for _ in range(n)]
+    versions = [theta]
+    for k, (w, pv) in enumerate(order):
+        g = jax_grad(problem, versions[pv], w, k, 0)
+        updates, states[w] = update(g, states[w], theta)
+        theta = optax.apply_updates(theta, updates)
+        versions.append(theta)
+    for got, want in zip(versions, expected, strict=True):
+        for x, y in zip(leaves_np(got), leaves_np(want), strict=True):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
+
+
+def test_gem_optax_requires_params():
+    tx = rules.gem_optax(0.1)
+    params = {"w": jnp.ones(3)}
+    try:
+        tx.update(params, tx.init(params))
+    except ValueError as err:
+        assert "params" in str(err)
+    else:
+        raise AssertionError("update without params must raise")
+
+
+def test_gem_optax_docstring_example_runs():
+    result = doctest.testmod(_gem_optax, raise_on_error=False)
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,130 @@
+"""Latency distributions: validation, sampling and means."""
+
+import math
+
+import numpy as np
+import pytest
+
+from gemsim.timing import (
+    Constant,
+    Empirical,
+    Exponential,
+    Gamma,
+    LogNormal,
+    Mixture,
+    Pareto,
+    Uniform,
+    Weibull,
+)
+
+LAWS = [
+    Constant(0.3),
+    Uniform(0.5, 1.5),
+    Exponential(mean=2.0),
+    LogNormal(median=1.0, sigma=0.5),
+    Gamma(mean=1.5, shape=3.0),
+    Weibull(scale=2.0, shape=1.5),
+    Pareto(scale=1.0, alpha=4.0),
+    Empirical((0.1, 0.2, 0.2, 0.9)),
+    Mixture(((0.95, Constant(0.1)), (0.05, Constant(1.0)))),
+]
+
+
+@pytest.mark.parametrize("law", LAWS, ids=lambda d: type(d).__name__)
+def test_sample_shape_dtype_and_mean(law):
+    rng = np.random.default_rng(0)
+    draws = law.sample(rng, 200_000)
+    assert draws.shape == (200_000,) and draws.dtype == np.float64
+    assert np.all(draws >= 0)
+    assert draws.mean() == pytest.approx(law.mean(), rel=0.02)
+    assert law.sample(rng, 0).shape == (0,)
+
+
+@pytest.mark.parametrize("law", LAWS, ids=lambda d: type(d).__name__)
+def test_sampling_is_determined_by_the_generator(law):
+    a = law.sample(np.random.default_rng(42), 100)
+    b = law.sample(np.random.default_rng(42), 100)
+    np.testing.assert_array_equal(a, b)
+
+
+def test_parameters_and_means():
+    assert Exponential(mean=2.0).mean() == 2.0
+    assert repr(Exponential(mean=2.0)) == "Exponential(mean=2.0)"
+    assert repr(Gamma(1.0, 2.0)) == "Gamma(mean=1.0, shape=2.0)"
+    assert LogNormal(2.0, 0.0).mean() == 2.0
+    assert Weibull(1.0, 1.0).mean() == pytest.approx(1.0)
+    assert Pareto(2.0, 1.0).mean() == math.inf
+    assert Pareto(2.0, 3.0).mean() == pytest.approx(3.0)
+    assert Uniform(0, 1).low == 0.0 and isinstance(Uniform(0, 1).high, float)
+
+
+def test_pareto_minimum_is_scale():
+    draws = Pareto(scale=3.0, alpha=1.2).sample(np.random.default_rng(1), 10_000)
+    assert draws.min() >= 3.0
+    assert draws.min() < 3.01
+
+
+def test_empirical_resamples_only_given_values():
+    law = Empirical([0.1, 0.5])
+    assert law.samples == (0.1, 0.5)
+    draws = law.sample(np.random.default_rng(0), 1000)
+    assert set(np.unique(draws)) == {0.1, 0.5}
+    assert law == Empirical((0.1, 0.5))
+    hash(law)
+
+
+def test_mixture_normalises_weights_and_mixes():
+    law = Mixture([(3, Constant(1.0)), (1, Constant(2.0))])
+    np.testing.assert_allclose(law.weights, [0.75, 0.25])
+    assert law.mean() == pytest.approx(1.25)
+    draws = law.sample(np.random.default_rng(0), 40_000)
+    assert np.mean(draws == 2.0) == pytest.approx(0.25, abs=0.01)
+    nested = Mixture(((1.0, law), (1.0, Constant(0.0))))
+    assert nested.mean() == pytest.approx(0.625)
+
+
+BAD = [
+    (lambda: Constant(-1.0), "Constant.value must be a finite number >= 0, got -1.0"),
+    (lambda: Constant(float("nan")), "Constant.value"),
+    (lambda: Constant("1"), "Constant.value"),
+    (lambda: Constant(True), "Constant.value"),
+    (lambda: Uniform(-1.0, 1.0), "Uniform.low"),
+    (lambda: Uniform(2.0, 1.0), r"Uniform.high must be > Uniform.low \(2.0\), got 1.0"),
+    (lambda: Uniform(1.0, 1.0), "Uniform.high"),
+    (lambda: Exponential(mean=0.0), "Exponential.mean must be a finite number > 0, got 0.0"),
+    (lambda: Exponential(mean=float("inf")), "Exponential.mean"),
+    (lambda: LogNormal(0.0, 1.0), "LogNormal.median"),
+    (lambda: LogNormal(1.0, -0.1), "LogNormal.sigma must be a finite number >= 0"),
+    (lambda: Gamma(1.0, 0.0), "Gamma.shape"),
+    (lambda: Gamma(-1.0, 1.0), "Gamma.mean"),
+    (lambda: Weibull(0.0, 1.0), "Weibull.scale"),
+    (lambda: Weibull(1.0, -2.0), "Weibull.shape"),
+    (lambda: Pareto(1.0, 0.0), "Pareto.alpha"),
+    (lambda: Pareto(-1.0, 2.0), "Pareto.scale"),
+    (lambda: Empirical(()), "Empirical.samples must be a non-empty"),
+    (lambda: Empirical((0.1, -0.2)), r"Empirical.samples\[1\]"),
+    (lambda: Empirical("0.1"), "Empirical.samples"),
+    (lambda: Mixture(()), "Mixture.components"),
+    (lambda: Mixture(((0.0, Constant(1.0)),)), r"Mixture.components\[0\].weight"),
+    (lambda: Mixture(((1.0, 2.0),)), r"Mixture.components\[0\] distribution must be one of"),
+    (lambda: Mixture((Constant(1.0),)), r"Mixture.components\[0\] must be a"),
+]
+
+
+@pytest.mark.parametrize(("build", "message"), BAD)
+def test_invalid_parameters_name_field_and_value(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+@pytest.mark.parametrize("size", [-1, 1.5, True])
+def test_bad_sample_size(size):
+    with pytest.raises(ValueError, match="sample size"):
+        Constant(1.0).sample(np.random.default_rng(0), size)
+
+
+def test_distributions_are_frozen_and_hashable():
+    law = LogNormal(1.0, 0.5)
+    with pytest.raises(AttributeError):
+        law.sigma = 2.0  # type: ignore[misc]
+    assert len({law, LogNormal(1.0, 0.5), Exponential(mean=1.0)}) == 2
