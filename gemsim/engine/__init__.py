@@ -1,10 +1,12 @@
 """Executing a commit trace with real gradients (DESIGN.md §5)."""
 
+from .batched import BatchedExecutor as BatchedExecutor
+from .executor import EngineResult as EngineResult
+from .executor import Executor as Executor
+from .executor import chunk_sizes as chunk_sizes
 from .plan import ExecutionPlan as ExecutionPlan
 from .plan import make_plan as make_plan
-from .sequential import EngineResult as EngineResult
 from .sequential import SequentialExecutor as SequentialExecutor
-from .sequential import chunk_sizes as chunk_sizes
 from .step import Carry as Carry
 from .step import StepInput as StepInput
 from .step import StepOutput as StepOutput

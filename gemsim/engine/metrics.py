@@ -16,8 +16,12 @@ class MetricsRecorder:
         self._chunks: list = []
         self.evals: dict[int, dict[str, float]] = {}
 
-    def add(self, out) -> None:
-        self._chunks.append(jax.device_get(out))
+    def add(self, out, count: int | None = None) -> None:
+        """Record a chunk of StepOutputs; only the first `count` (the rest is padding)."""
+        out = jax.device_get(out)
+        if count is not None:
+            out = jax.tree.map(lambda a: a[:count], out)
+        self._chunks.append(out)
 
     def add_eval(self, commit: int, values: dict) -> None:
         self.evals[int(commit)] = {k: float(v) for k, v in values.items()}

@@ -34,6 +34,24 @@ class ExecutionPlan:
     def eval_set(self) -> frozenset[int]:
         return frozenset(int(k) for k in self.evals)
 
+    def waves(self, start: int, stop: int, max_width: int) -> list[tuple[int, int]]:
+        """Split commits [start, stop) into waves [a, b): runs of commits whose gradients can
+        all be computed at once because each was taken on a version <= a (its snapshot exists
+        when the wave starts) and no worker appears twice (its state is not changed inside)."""
+        pulled = np.arange(len(self)) - self.staleness
+        out, a = [], start
+        while a < stop:
+            seen, b = set(), a
+            while b < stop and b - a < max_width and pulled[b] <= a:
+                w = int(self.worker[b])
+                if w in seen:
+                    break
+                seen.add(w)
+                b += 1
+            out.append((a, b))
+            a = b
+        return out
+
     def __len__(self) -> int:
         return int(self.worker.shape[0])
 

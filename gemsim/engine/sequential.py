@@ -1,146 +1,31 @@
 """The sequential executor: the reference. Commits run in trace order inside `lax.scan`
-chunks; the host steps in only to evaluate, to fill snapshots of out-of-commit pulls, and to
-report progress."""
+chunks, one gradient per commit; the host steps in only between segments."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
-from gemsim.types import PyTree, Status
-
-from .layout import RowLayout, fill_snapshots, initial_slots, worker_states
-from .metrics import MetricsRecorder
-from .plan import ExecutionPlan
-from .step import Carry, make_step, step_inputs
-
-Progress = Callable[[int, int], None]
+from .executor import Executor, chunk_sizes
+from .step import make_step
 
 
-@dataclass(frozen=True)
-class EngineResult:
-    """What an executor returns: final central parameters, status and per-commit metrics."""
+class SequentialExecutor(Executor):
+    """Every commit's gradient then its commit, in order, inside a scan (final)."""
 
-    params: PyTree  # numpy leaves
-    status: Status
-    n_commits: int  # commits applied (the diverging commit is not applied)
-    diverged_at: int | None
-    metrics: dict[str, np.ndarray]  # one entry per executed commit (columns, see metrics.py)
-    evals: dict[int, dict[str, float]]  # commit -> evaluation of the central variable after it
-    final: dict[str, float]  # evaluation of the final central variable (the last finite one)
-    worker_states: PyTree  # the rule's per-worker states at the end (numpy leaves)
-    server_state: PyTree
-
-
-def chunk_sizes(length: int, max_chunk: int) -> list[int]:
-    """Split a segment into scan lengths from a few buckets (powers of 8 up to `max_chunk`), so
-    that the number of compiled scans stays bounded whatever the segment lengths are."""
-    buckets = sorted(
-        {1, *(8**i for i in range(1, 8) if 8**i <= max_chunk), max_chunk}, reverse=True
-    )
-    sizes = []
-    for b in buckets:
-        while length >= b:
-            sizes.append(b)
-            length -= b
-    return sizes
-
-
-class SequentialExecutor:
-    """A rule compiled for a model shape and a number of workers; `execute` runs any plan,
-    problem (same model, any seed or data) and initial parameters with it."""
-
-    def __init__(self, rule, problem, *, params: PyTree, n_workers: int, chunk: int = 512):
-        self.rule, self.problem, self.n_workers, self.chunk = rule, problem, n_workers, chunk
-        self.params0 = params
-        ws_row = jax.tree.map(lambda a: a[0], rule.init(params, n_workers).workers)
-        self.layout = RowLayout.of(params, ws_row)
+    def __init__(self, rule, problem, *, params, n_workers: int, chunk: int = 512):
+        super().__init__(rule, problem, params=params, n_workers=n_workers, chunk=chunk)
         step = make_step(rule, self.layout)
         self._scan = jax.jit(
             lambda p, c, xs: jax.lax.scan(functools.partial(step, p), c, xs), donate_argnums=1
         )
-        self._fill = jax.jit(
-            lambda slots, theta, rows: fill_snapshots(self.layout, slots, theta, rows),
-            donate_argnums=0,
-        )
 
-    def initial_carry(self, params: PyTree | None = None) -> Carry:
-        """A fresh carry (copies: the scan donates, and so deletes, the carry it is given)."""
-        params = self.params0 if params is None else params
-        state = self.rule.init(params, self.n_workers)
-        return Carry(
-            theta=jax.tree.map(jnp.copy, params),
-            server=jax.tree.map(jnp.copy, state.server),
-            slots=initial_slots(self.layout, params, state.workers, self.n_workers),
-            diverged=jnp.zeros((), bool),
-            diverged_at=jnp.full((), -1, jnp.int32),
-        )
-
-    def execute(
-        self,
-        plan: ExecutionPlan,
-        *,
-        problem=None,
-        params: PyTree | None = None,
-        progress: Progress | None = None,
-    ) -> EngineResult:
-        """Run the plan; `problem`/`params` default to the ones given at construction."""
-        if plan.n_workers != self.n_workers:
-            raise ValueError(f"plan has {plan.n_workers} workers, executor {self.n_workers}")
-        problem = self.problem if problem is None else problem
-        carry, recorder = self.initial_carry(params), MetricsRecorder()
-        inputs = step_inputs(plan)
-        for start, stop in plan.segments(self.chunk):
-            for a, b in _chunks(start, stop, self.chunk):
-                chunk = jax.tree.map(lambda x: x[a:b], inputs)  # noqa: B023
-                carry, out = self._scan(problem, carry, chunk)
-                recorder.add(out)
-            if bool(carry.diverged):
-                break
-            carry = self._host_actions(problem, carry, plan, stop - 1, recorder)
-            if progress is not None:
-                progress(stop, len(plan))
-        return self._result(problem, carry, recorder)
-
-    def _host_actions(self, problem, carry: Carry, plan: ExecutionPlan, k: int, recorder) -> Carry:
-        rows = plan.host_fills.get(k)
-        if rows is not None:
-            padded = np.full(self.n_workers, self.n_workers, dtype=np.int32)
-            padded[: rows.size] = rows
-            carry = carry._replace(slots=self._fill(carry.slots, carry.theta, padded))
-        if k in plan.eval_set:
-            recorder.add_eval(k, jax.device_get(problem.evaluate(carry.theta)))
+    def _run_segment(self, problem, carry, inputs, start, stop, plan, recorder):
+        a = start
+        for size in chunk_sizes(stop - start, self.chunk):
+            chunk = jax.tree.map(lambda x, a=a, size=size: x[a : a + size], inputs)
+            carry, out = self._scan(problem, carry, chunk)
+            recorder.add(out)
+            a += size
         return carry
-
-    def _result(self, problem, carry: Carry, recorder: MetricsRecorder) -> EngineResult:
-        diverged_at = int(carry.diverged_at)
-        metrics = recorder.columns(stop=diverged_at + 1 if diverged_at >= 0 else None)
-        n_rows = len(next(iter(metrics.values()))) if metrics else 0
-        last = max(recorder.evals) if recorder.evals else None
-        if diverged_at < 0 and last is not None and last == n_rows - 1:
-            final = recorder.evals[last]
-        else:
-            final = {k: float(v) for k, v in jax.device_get(problem.evaluate(carry.theta)).items()}
-        return EngineResult(
-            params=jax.device_get(carry.theta),
-            status=Status.DIVERGED if diverged_at >= 0 else Status.OK,
-            n_commits=diverged_at if diverged_at >= 0 else n_rows,
-            diverged_at=diverged_at if diverged_at >= 0 else None,
-            metrics=metrics,
-            evals=recorder.evals,
-            final=final,
-            worker_states=jax.device_get(worker_states(self.layout, carry.slots, self.n_workers)),
-            server_state=jax.device_get(carry.server),
-        )
-
-
-def _chunks(start: int, stop: int, max_chunk: int):
-    a = start
-    for size in chunk_sizes(stop - start, max_chunk):
-        yield a, a + size
-        a += size

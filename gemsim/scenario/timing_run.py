@@ -18,11 +18,11 @@ def simulate_timing(scenario: Scenario, *, model_bytes: int | None = None) -> ti
     needs_steps = scenario.budget.epochs_per_worker is not None
     steps_per_epoch = None
     if needs_bytes or needs_steps:
-        from .problem_facts import problem_facts
+        from .run import build_problem
 
-        facts = problem_facts(scenario)
-        model_bytes = facts.model_bytes if model_bytes is None else model_bytes
-        steps_per_epoch = facts.steps_per_epoch
+        problem = build_problem(scenario)
+        model_bytes = problem.model_bytes if model_bytes is None else model_bytes
+        steps_per_epoch = problem.steps_per_epoch
     spec = build_cluster(scenario, model_bytes=model_bytes or 0, steps_per_epoch=steps_per_epoch)
     return timing.simulate(spec, seed=scenario.seed)
 

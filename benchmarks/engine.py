@@ -1,0 +1,300 @@
+"""Engine efficiency: simulated samples per second against plain synchronous training.
+
+The paper's CNN on mnist-5k, b = 64, GEM (lr 0.05), lognormal compute times (median 0.1 s,
+sigma 0.25). For each n in ``--workers`` it measures the samples per second (commits * 64 /
+seconds of ``execute``, compiled beforehand; the timing simulation is not included) of
+
+- the sequential executor, and the batched (wavefront) executor where the engine has it;
+
+and, on the same device in the same process, plain synchronous SGD of the same model with
+batches drawn by ``problem.batch(0, step)`` inside the compiled step:
+
+- ``sync b loop``: a jitted SGD step at batch b = 64 called from a Python loop;
+- ``sync b scan``: one jitted ``lax.scan`` over 512 b-sized steps per call;
+- ``sync n*b loop``: the jitted step at batch n*b; where n*b exceeds mnist-5k's 4,000
+  training images (n = 100: 6,400) the largest multiple of b that fits (3,968) is
+  measured instead, and the table says so.
+
+Every variant runs once per round (interleaved, so that drifts of the machine hit all
+alike), over ``--repeats`` rounds after two warm-up calls each; figures are medians over
+rounds. The ratio is best executor / best synchronous figure per n, both as the ratio of
+medians and as the median of the per-round ratios (robust to other load). The bar
+(DESIGN.md section 9): >= 0.85 on CPU at n = 8 and n = 100; on a GPU, batched >= 10x
+sequential at n = 100 and >= 0.5 of synchronous batch-n*b training.
+
+Default commits per execution: 512 at n <= 8, 1,024 above; synchronous variants process
+as many samples as the smallest executor workload. The default run takes a few minutes on
+a 2-core CPU.
+
+    python benchmarks/engine.py                         # table
+    python benchmarks/engine.py --json                  # one JSON object
+    python benchmarks/engine.py --workers 8 --commits 256 --repeats 2   # quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from _common import (
+    BATCH,
+    CHUNK,
+    LR,
+    batched_available,
+    cnn_problem,
+    environment,
+    environment_line,
+    gem_rule,
+    lognormal_trace,
+    make_executor,
+    trace_plan,
+)
+
+from gemsim.timing import CommitBudget
+from gemsim.types import Status
+
+CPU_BAR = 0.85
+GPU_SPEEDUP_BAR = 10.0
+GPU_SYNC_NB_BAR = 0.5
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One measured workload: ``run()`` does a fixed amount of work and returns its samples."""
+
+    name: str
+    kind: str  # "executor" or "sync"
+    batch: int
+    run: Callable[[], int]
+    workers: int | None = None  # executors and n*b: the n they belong to
+    note: str = ""
+
+
+def default_commits(n: int) -> int:
+    """Commits per execution: more at large n, where the first commits fill the slots."""
+    return 512 if n <= 8 else 1024
+
+
+def executor_variants(problem, n: int, commits: int) -> tuple[list[Variant], dict]:
+    """The sequential (and, where it exists, batched) executor on an n-worker trace."""
+    rule = gem_rule()
+    start = time.perf_counter()
+    trace = lognormal_trace(n, CommitBudget(commits))
+    plan = trace_plan(trace, rule)
+    info = {"simulate_and_plan_s": time.perf_counter() - start, "commits": len(plan)}
+    kinds = ["sequential", "batched"] if batched_available() else ["sequential"]
+    variants = []
+    for kind in kinds:
+        ex = make_executor(kind, rule, problem, n)
+        variants.append(Variant(kind, "executor", BATCH, _execute(ex, plan, rule), workers=n))
+    return variants, info
+
+
+def _execute(ex, plan, rule) -> Callable[[], int]:
+    def run() -> int:
+        out = ex.execute(plan)
+        if out.status is not Status.OK:
+            raise RuntimeError(f"executor run ended with status {out.status}")
+        return out.n_commits * BATCH * rule.window
+
+    return run
+
+
+def sgd_step(problem, params, step):
+    """One plain SGD step on worker 0's mini-batch number ``step``."""
+    batch = problem.batch(0, step)
+    loss, grads = jax.value_and_grad(problem.loss)(params, batch, batch.key)
+    return jax.tree.map(lambda p, g: p - LR * g, params, grads), loss
+
+
+def loop_runner(problem, steps: int) -> Callable[[], int]:
+    """``steps`` jitted SGD steps called one by one from Python."""
+    step_fn = jax.jit(sgd_step, donate_argnums=1)
+
+    def run() -> int:
+        params = jax.tree.map(jnp.copy, problem.init_params)
+        for s in range(steps):
+            params, _ = step_fn(problem, params, jnp.int32(s))
+        jax.block_until_ready(params)
+        return steps * problem.batch_size
+
+    return run
+
+
+def scan_runner(problem, steps: int) -> Callable[[], int]:
+    """``steps`` SGD steps as ``lax.scan`` calls of up to CHUNK steps each."""
+    length = min(steps, CHUNK)
+    calls = math.ceil(steps / length)
+
+    def many(problem, params, first):
+        body = lambda p, s: sgd_step(problem, p, s)
+        return jax.lax.scan(body, params, first + jnp.arange(length, dtype=jnp.int32))
+
+    many_fn = jax.jit(many, donate_argnums=1)
+
+    def run() -> int:
+        params = jax.tree.map(jnp.copy, problem.init_params)
+        for c in range(calls):
+            params, _ = many_fn(problem, params, jnp.int32(c * length))
+        jax.block_until_ready(params)
+        return calls * length * problem.batch_size
+
+    return run
+
+
+def sync_variants(problem, samples: int, workers: list[int]) -> list[Variant]:
+    """Plain synchronous SGD: batch b in a loop and in a scan, and batch n*b per n."""
+    steps = max(1, samples // BATCH)
+    variants = [
+        Variant("sync b loop", "sync", BATCH, loop_runner(problem, steps)),
+        Variant("sync b scan", "sync", BATCH, scan_runner(problem, steps)),
+    ]
+    largest = problem.train_size // BATCH * BATCH
+    for n in workers:
+        batch, note = n * BATCH, ""
+        if batch > problem.train_size:
+            batch = largest
+            note = (
+                f"n*b = {n * BATCH:,} exceeds the {problem.train_size:,}-image train set; "
+                f"measured at {batch:,}, the largest multiple of b that fits"
+            )
+        if batch == BATCH:
+            continue
+        big = cnn_problem(batch_size=batch)
+        runner = loop_runner(big, max(1, math.ceil(samples / batch)))
+        variants.append(Variant("sync n*b loop", "sync", batch, runner, workers=n, note=note))
+    return variants
+
+
+def key(v: Variant) -> str:
+    """A unique name of a variant in the results."""
+    return v.name if v.workers is None else f"{v.name} @ n={v.workers}"
+
+
+def measure(variants: list[Variant], repeats: int) -> dict[str, list[float]]:
+    """Samples/s per variant over ``repeats`` interleaved rounds, after two warm-up calls."""
+    for v in variants:  # the first call compiles, the second settles caches and allocations
+        v.run()
+        v.run()
+    rates: dict[str, list[float]] = {key(v): [] for v in variants}
+    for _ in range(repeats):
+        for v in variants:
+            start = time.perf_counter()
+            samples = v.run()
+            rates[key(v)].append(samples / (time.perf_counter() - start))
+    return rates
+
+
+def summarise(variants: list[Variant], rates: dict, n: int, platform: str) -> dict:
+    """The figures of one n: medians, the best-executor / best-sync ratio and the bars."""
+    mine = [v for v in variants if v.workers in (None, n)]
+    ex = [key(v) for v in mine if v.kind == "executor"]
+    sync = [key(v) for v in mine if v.kind == "sync"]
+    med = {k: statistics.median(rates[k]) for k in ex + sync}
+    rounds = range(len(rates[ex[0]]))
+    best = lambda keys, r: max(rates[k][r] for k in keys)
+    ratio = max(med[k] for k in ex) / max(med[k] for k in sync)
+    row = {
+        "workers": n,
+        "samples_per_s": med,
+        "batch": {key(v): v.batch for v in mine},
+        "notes": [v.note for v in mine if v.note],
+        "best_executor_over_best_sync": ratio,
+        "per_round_ratio_median": statistics.median(best(ex, r) / best(sync, r) for r in rounds),
+    }
+    row["bars"] = _bars(row, n, platform)
+    return row
+
+
+def _bars(row: dict, n: int, platform: str) -> dict[str, bool]:
+    med = row["samples_per_s"]
+    if platform == "cpu":
+        return {f"ratio >= {CPU_BAR}": row["best_executor_over_best_sync"] >= CPU_BAR}
+    seq, bat = med.get(f"sequential @ n={n}"), med.get(f"batched @ n={n}")
+    nb = med.get(f"sync n*b loop @ n={n}")
+    if n != 100 or bat is None or seq is None:
+        return {}
+    bars = {f"batched >= {GPU_SPEEDUP_BAR:g}x sequential": bat >= GPU_SPEEDUP_BAR * seq}
+    if nb is not None:
+        bars[f"batched >= {GPU_SYNC_NB_BAR} x sync n*b"] = bat >= GPU_SYNC_NB_BAR * nb
+    return bars
+
+
+def run(workers: list[int], commits: int | None, repeats: int) -> dict:
+    """Build every variant, measure them interleaved and summarise per n."""
+    env = environment()
+    problem = cnn_problem()
+    variants, setup = [], {}
+    for n in workers:
+        ex_variants, info = executor_variants(problem, n, commits or default_commits(n))
+        variants += ex_variants
+        setup[n] = info
+    samples = min(info["commits"] for info in setup.values()) * BATCH
+    variants += sync_variants(problem, samples, workers)
+    start = time.perf_counter()
+    rates = measure(variants, repeats)
+    return {
+        "benchmark": "engine",
+        "problem": "cnn on mnist-5k",
+        "rule": f"gem(lr={LR})",
+        "batch": BATCH,
+        "repeats": repeats,
+        "environment": env,
+        "batched_executor": batched_available(),
+        "setup": setup,
+        "sync_samples": samples,
+        "measure_s": time.perf_counter() - start,
+        "results": [summarise(variants, rates, n, env["platform"]) for n in workers],
+        "all_rounds": rates,
+    }
+
+
+def table(report: dict) -> str:
+    """The report as a fixed-width text table."""
+    lines = [
+        f"Engine efficiency: {report['problem']}, b={report['batch']}, {report['rule']}, "
+        f"median of {report['repeats']} interleaved rounds",
+        environment_line(report["environment"]),
+        f"{'n':>5}  {'variant':<28}{'batch':>7}{'samples/s':>12}",
+    ]
+    for row in report["results"]:
+        n = row["workers"]
+        for name, rate in row["samples_per_s"].items():
+            label = name.replace(f" @ n={n}", "")
+            lines.append(f"{n:>5}  {label:<28}{row['batch'][name]:>7,}{rate:>12,.0f}")
+        bars = ", ".join(f"{k}: {'met' if ok else 'NOT met'}" for k, ok in row["bars"].items())
+        lines.append(
+            f"{'':>7}best executor / best sync: {row['best_executor_over_best_sync']:.3f} "
+            f"(median of per-round ratios {row['per_round_ratio_median']:.3f})"
+            + (f"; {bars}" if bars else "")
+        )
+        lines += [f"{'':>7}note: {note}" for note in row["notes"]]
+    if not report["batched_executor"]:
+        lines.append("batched executor: not in this checkout (not measured)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--workers", type=int, nargs="+", default=[8, 100])
+    parser.add_argument(
+        "--commits", type=int, default=None, help="commits per execution (default 512 / 1024)"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds")
+    args = parser.parse_args(argv)
+    report = run(args.workers, args.commits, args.repeats)
+    print(json.dumps(report) if args.json else table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

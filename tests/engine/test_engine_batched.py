@@ -1,0 +1,89 @@
+"""The batched (wavefront) executor gives the sequential executor's results."""
+
+import jax
+import numpy as np
+import pytest
+from engine_helpers import cluster
+
+from gemsim import engine, problems, rules, timing
+from gemsim.engine.batched import width_bucket
+
+COMMITS = 500
+
+
+def hetero_trace(window=1, n=8, seed=5):
+    spec = cluster(
+        n,
+        compute=timing.LogNormal(0.1, 0.25),
+        speeds=[1.0, 1.0, 1.0, 2.0, 2.0, 0.5, 1.0, 3.0][:n],
+        failures={2: [timing.Failure(at=2.0, restart_after=1.0)]},
+        joins={6: 0.7},
+        budget=COMMITS,
+        window=window,
+    )
+    return timing.simulate(spec, seed=seed)
+
+
+def problem():
+    return problems.make_problem(problems.Mlp(hidden=(16,)), problems.Digits(), batch_size=16, seed=1)
+
+
+def run_both(rule, trace, prob):
+    plan = engine.make_plan(trace.worker, trace.pulled_version, trace.n_workers,
+                            window=rule.window, eval_every=100)
+    kw = dict(params=prob.init_params, n_workers=trace.n_workers, chunk=64)
+    seq = engine.SequentialExecutor(rule, prob, **kw).execute(plan)
+    batched = engine.BatchedExecutor(rule, prob, **kw)
+    return seq, batched.execute(plan), batched, plan
+
+
+CASES = {
+    "gem": (rules.gem(lr=0.02), 1),
+    "downpour": (rules.downpour(lr=0.05), 1),
+    "agn-window4": (rules.agn(lr=0.05, window=4), 4),
+    "easgd": (rules.easgd(lr=0.05, alpha=0.2, window=2), 2),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_batched_equals_sequential(name):
+    rule, window = CASES[name]
+    trace = hetero_trace(window)
+    seq, bat, executor, plan = run_both(rule, trace, problem())
+    assert seq.status == bat.status and seq.n_commits == bat.n_commits == COMMITS
+    scale = 1 + max(float(np.abs(x).max()) for x in jax.tree.leaves(seq.params))
+    for a, b in zip(jax.tree.leaves(seq.params), jax.tree.leaves(bat.params), strict=True):
+        assert np.max(np.abs(a - b)) <= 1e-5 * scale
+    assert seq.metrics.keys() == bat.metrics.keys()
+    for key in seq.metrics:
+        np.testing.assert_allclose(bat.metrics[key], seq.metrics[key], rtol=1e-4, atol=1e-5,
+                                   err_msg=key)
+    assert seq.evals.keys() == bat.evals.keys()
+    # waves really batch: far fewer waves than commits, and few compiled programs
+    waves = [w for a, b in plan.segments(64) for w in plan.waves(a, b, executor.max_width)]
+    assert len(waves) < COMMITS / 2
+    assert executor.compiled_programs() <= int(np.log2(executor.max_width)) + 1
+
+
+def test_waves_respect_dependencies():
+    trace = hetero_trace()
+    plan = engine.make_plan(trace.worker, trace.pulled_version, trace.n_workers)
+    pulled = np.arange(len(plan)) - plan.staleness
+    covered = []
+    for a, b in plan.waves(0, len(plan), 8):
+        assert np.all(pulled[a:b] <= a)
+        assert len(set(plan.worker[a:b].tolist())) == b - a
+        covered.extend(range(a, b))
+    assert covered == list(range(len(plan)))
+
+
+def test_compilations_are_bounded_by_width_buckets():
+    rule, prob = rules.gem(lr=0.02), problem()
+    trace = hetero_trace(n=8)
+    _, _, executor, _ = run_both(rule, trace, prob)
+    first = executor.compiled_programs()
+    other = hetero_trace(n=8, seed=9)  # another trace: new wave widths reuse the buckets
+    executor.execute(engine.make_plan(other.worker, other.pulled_version, 8))
+    assert executor.compiled_programs() <= int(np.log2(8)) + 1
+    assert executor.compiled_programs() >= first
+    assert [width_bucket(m) for m in (1, 2, 3, 5, 8, 9)] == [1, 2, 4, 8, 8, 16]
