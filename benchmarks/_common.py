@@ -21,8 +21,9 @@ import jax
 import numpy as np
 import psutil
 
-import gemsim
 import gemsim.engine
+from gemsim.engine import BatchedExecutor
+from gemsim.engine.choice import ExecutorKind, resolve_executor
 from gemsim.problems import Cnn, Mnist5k, make_problem
 from gemsim.rules import gem
 from gemsim.timing import Budget, ClusterSpec, LogNormal, WorkerSpec, simulate
@@ -30,7 +31,7 @@ from gemsim.timing import Budget, ClusterSpec, LogNormal, WorkerSpec, simulate
 BATCH = 64
 LR = 0.05
 CHUNK = 512
-EXECUTORS = ("sequential", "batched", "auto")
+EXECUTORS = tuple(k.value for k in ExecutorKind)
 COMPILE_EVENTS = (
     "/jax/core/compile/jaxpr_trace_duration",
     "/jax/core/compile/jaxpr_to_mlir_module_duration",
@@ -111,30 +112,19 @@ def trace_plan(trace, rule, stop: int | None = None, eval_every: int | None = No
     )
 
 
-def batched_available() -> bool:
-    """Whether this checkout's engine has the wavefront executor."""
-    return hasattr(gemsim.engine, "BatchedExecutor")
-
-
-def resolve_executor(kind: str) -> str:
-    """``auto`` -> ``batched`` on an accelerator, ``sequential`` on CPU, where the wavefront
-    vmap loses on a 2-core machine (DESIGN.md section 9)."""
-    if kind not in EXECUTORS:
-        raise ValueError(f"executor must be one of {EXECUTORS}, got {kind!r}")
-    if kind == "auto":
-        on_cpu = jax.devices()[0].platform == "cpu"
-        kind = "sequential" if on_cpu or not batched_available() else "batched"
-    if kind == "batched" and not batched_available():
-        raise ValueError("gemsim.engine has no BatchedExecutor in this checkout")
-    return kind
-
-
 def make_executor(kind: str, rule, problem, n_workers: int, max_width: int | None = None):
-    """A sequential or batched executor starting from the problem's initial parameters."""
-    common = dict(params=problem.init_params, n_workers=n_workers, chunk=CHUNK)
-    if resolve_executor(kind) == "batched":
-        return gemsim.engine.BatchedExecutor(rule, problem, max_width=max_width, **common)
-    return gemsim.engine.SequentialExecutor(rule, problem, **common)
+    """The executor ``kind`` (sequential, batched, or auto: the engine's own choice for this
+    device and n) starting from the problem's initial parameters."""
+    cls = resolve_executor(ExecutorKind(kind), n_workers)
+    extra = {"max_width": max_width} if cls is BatchedExecutor else {}
+    return cls(
+        rule, problem, params=problem.init_params, n_workers=n_workers, chunk=CHUNK, **extra
+    )
+
+
+def executor_name(ex) -> str:
+    """``sequential`` or ``batched``: which executor class ``ex`` is."""
+    return "batched" if isinstance(ex, BatchedExecutor) else "sequential"
 
 
 @dataclass

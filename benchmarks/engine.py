@@ -4,7 +4,7 @@ The paper's CNN on mnist-5k, b = 64, GEM (lr 0.05), lognormal compute times (med
 sigma 0.25). For each n in ``--workers`` it measures the samples per second (commits * 64 /
 seconds of ``execute``, compiled beforehand; the timing simulation is not included) of
 
-- the sequential executor, and the batched (wavefront) executor where the engine has it;
+- the sequential executor and the batched (wavefront) executor;
 
 and, on the same device in the same process, plain synchronous SGD of the same model with
 batches drawn by ``problem.batch(0, step)`` inside the compiled step:
@@ -48,7 +48,6 @@ from _common import (
     BATCH,
     CHUNK,
     LR,
-    batched_available,
     cnn_problem,
     environment,
     environment_line,
@@ -90,9 +89,8 @@ def executor_variants(problem, n: int, commits: int) -> tuple[list[Variant], dic
     trace = lognormal_trace(n, CommitBudget(commits))
     plan = trace_plan(trace, rule)
     info = {"simulate_and_plan_s": time.perf_counter() - start, "commits": len(plan)}
-    kinds = ["sequential", "batched"] if batched_available() else ["sequential"]
     variants = []
-    for kind in kinds:
+    for kind in ("sequential", "batched"):
         ex = make_executor(kind, rule, problem, n)
         variants.append(Variant(kind, "executor", BATCH, _execute(ex, plan, rule), workers=n))
     return variants, info
@@ -248,7 +246,6 @@ def run(workers: list[int], commits: int | None, repeats: int) -> dict:
         "batch": BATCH,
         "repeats": repeats,
         "environment": env,
-        "batched_executor": batched_available(),
         "setup": setup,
         "sync_samples": samples,
         "measure_s": time.perf_counter() - start,
@@ -277,8 +274,6 @@ def table(report: dict) -> str:
             + (f"; {bars}" if bars else "")
         )
         lines += [f"{'':>7}note: {note}" for note in row["notes"]]
-    if not report["batched_executor"]:
-        lines.append("batched executor: not in this checkout (not measured)")
     return "\n".join(lines)
 
 

@@ -94,6 +94,28 @@ def run(
 
 @app.command()
 @user_errors
+def replay(
+    trace_file: Annotated[Path, typer.Argument(help="A trace.parquet (gemsim trace --out).")],
+    file: ScenarioFile,
+    out: Annotated[Path | None, typer.Option(help="Results folder (default results/<name>).")] = None,
+    set_: SetOption = None,
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Execute a saved commit trace with the scenario's rule and problem."""
+    from gemsim.scenario.run import replay_file
+
+    out_dir, row = replay_file(trace_file, file, out=out, overrides=set_ or [], quiet=quiet)
+    if as_json:
+        typer.echo(json.dumps({"results": str(out_dir), "runs": [dataclasses.asdict(row)]},
+                              indent=2, default=float))
+        return
+    typer.echo(render_summary([row]))
+    typer.echo(f"results in {out_dir}/")
+
+
+@app.command()
+@user_errors
 def plot(
     results_dir: Annotated[Path, typer.Argument(help="A results folder written by gemsim run.")],
     dest: Annotated[

@@ -1,6 +1,8 @@
 """Executing a commit trace with real gradients (DESIGN.md §5)."""
 
 from .batched import BatchedExecutor as BatchedExecutor
+from .choice import ExecutorKind as ExecutorKind
+from .choice import resolve_executor as resolve_executor
 from .executor import EngineResult as EngineResult
 from .executor import Executor as Executor
 from .executor import chunk_sizes as chunk_sizes

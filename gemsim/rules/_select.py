@@ -137,8 +137,3 @@ def tree_medians(leaves: Sequence[jax.Array]) -> tuple[jax.Array, jax.Array]:
         for f, k, nan in zip(flats, keys, nans, strict=True)
     ]
     return overall, jnp.stack(per_leaf)
-
-
-def median(x: jax.Array) -> jax.Array:
-    """Exact median of all elements of ``x`` as float32 (see :func:`tree_medians`)."""
-    return tree_medians([x])[0]

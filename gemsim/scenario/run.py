@@ -59,17 +59,23 @@ def run(
     progress: Callable[[int, int], None] | None = None,
     sweep_values: Mapping[str, Any] | None = None,
     repeat: int = 0,
+    trace: timing.CommitTrace | None = None,
 ) -> RunResult:
-    """Simulate the timing, execute the trace with real gradients, and collect the results."""
+    """Simulate the timing, execute the trace with real gradients, and collect the results.
+
+    With `trace`, the timing model is skipped and that trace is replayed (e.g. one recorded
+    by a real backend, or saved by `gemsim trace --out`).
+    """
     if isinstance(scenario, ExpandedRun):
         sweep_values, repeat, scenario = scenario.sweep_values, scenario.repeat, scenario.scenario
     started = time.perf_counter()
     rule = _require(scenario, "optimizer").build()
     problem = build_problem(scenario)
-    spec = build_cluster(
-        scenario, model_bytes=problem.model_bytes, steps_per_epoch=problem.steps_per_epoch
-    )
-    trace = timing.simulate(spec, seed=scenario.seed)
+    if trace is None:
+        spec = build_cluster(
+            scenario, model_bytes=problem.model_bytes, steps_per_epoch=problem.steps_per_epoch
+        )
+        trace = timing.simulate(spec, seed=scenario.seed)
     plan = engine.make_plan(
         trace.worker,
         trace.pulled_version,
@@ -82,18 +88,22 @@ def run(
     metrics = metrics_frame(trace, out)
     params = flat_params(out.params)
     manifest = _manifest(scenario, trace, out, params, dict(sweep_values or {}), repeat)
+    manifest["executor"] = type(executor).__name__
     manifest["wall_seconds"] = time.perf_counter() - started
     return RunResult(manifest["run_id"], out.status, out.params, trace, metrics, manifest)
 
 
-_EXECUTORS: OrderedDict[tuple, engine.SequentialExecutor] = OrderedDict()
+_EXECUTORS: OrderedDict[tuple, engine.Executor] = OrderedDict()
 _EXECUTOR_CACHE_SIZE = 8
 
 
-def _executor(scenario: Scenario, rule, problem, n_workers: int) -> engine.SequentialExecutor:
+def _executor(scenario: Scenario, rule, problem, n_workers: int) -> engine.Executor:
     """A compiled executor, reused across runs that differ only in seed or timing: repeats
     and timing sweeps then compile once. The key is everything the compiled code depends on."""
+    kind = engine.ExecutorKind(scenario.engine.executor)
+    cls = engine.resolve_executor(kind, n_workers)
     key = (
+        cls,
         scenario.optimizer.model_dump_json(),
         jax.tree_util.tree_structure(problem),
         n_workers,
@@ -102,7 +112,7 @@ def _executor(scenario: Scenario, rule, problem, n_workers: int) -> engine.Seque
     if key in _EXECUTORS:
         _EXECUTORS.move_to_end(key)
         return _EXECUTORS[key]
-    executor = engine.SequentialExecutor(
+    executor = cls(
         rule, problem, params=problem.init_params, n_workers=n_workers, chunk=scenario.engine.chunk
     )
     _EXECUTORS[key] = executor
@@ -206,6 +216,37 @@ def run_file(
         manifest = run_to_folder(expanded, out_dir, label=label, quiet=quiet)
         rows.append(_row(manifest))
     return out_dir, rows
+
+
+def replay_file(
+    trace_file: str | Path,
+    path: str | Path,
+    *,
+    out: str | Path | None = None,
+    overrides: Iterable[str] | Mapping[str, Any] | None = None,
+    quiet: bool = False,
+) -> tuple[Path, SweepRow]:
+    """`gemsim replay`: one run of the scenario (no sweep) over a saved trace."""
+    path = Path(path)
+    scenario = load_scenario(path, overrides)
+    if scenario.sweep or scenario.repeats > 1 or scenario.seeds:
+        raise ScenarioError(str(path), ["sweep/repeats: replay runs one configuration; "
+                                        "pick it with --set and remove the sweep"])
+    try:
+        trace = timing.CommitTrace.from_parquet(trace_file)
+    except (OSError, ValueError) as exc:
+        raise ScenarioError(str(trace_file), [f"not a readable commit trace: {exc}"]) from None
+    if trace.n_workers != scenario.workers.count:
+        raise ScenarioError(str(path), [f"workers.count: {scenario.workers.count} but the trace "
+                                        f"has {trace.n_workers} workers"])
+    out_dir = Path(out) if out is not None else Path("results") / scenario.name
+    bar = ProgressBar("replay", quiet=quiet)
+    result = run(scenario, progress=bar, trace=trace)
+    bar.close()
+    result.manifest["replayed_trace"] = str(trace_file)
+    results.write_run(out_dir, result.run_id, result.manifest, trace.to_pandas(),
+                      result.metrics, flat_params(result.params))
+    return out_dir, _row(result.manifest)
 
 
 def run_to_folder(expanded: ExpandedRun, out_dir: Path, *, label: str, quiet: bool) -> dict:
