@@ -89,9 +89,19 @@ def cnn_problem(dataset=None, batch_size: int = BATCH, seed: int = 0):
     return make_problem(Cnn(), Mnist5k() if dataset is None else dataset, batch_size, seed)
 
 
-def gem_rule():
-    """GEM with the benchmarks' learning rate and otherwise default hyperparameters."""
-    return gem(lr=LR)
+def gem_rule(median_every: int = 1):
+    """GEM with the benchmarks' learning rate; exact pi medians every `median_every` commits."""
+    return gem(lr=LR, median_every=median_every)
+
+
+def add_median_every(parser) -> None:
+    """The `--median-every` option every engine benchmark takes."""
+    parser.add_argument(
+        "--median-every",
+        type=int,
+        default=1,
+        help="GEM's exact pi medians on every k-th commit (default 1: every commit)",
+    )
 
 
 def lognormal_trace(n_workers: int, budget: Budget, seed: int = 0):
@@ -117,9 +127,7 @@ def make_executor(kind: str, rule, problem, n_workers: int, max_width: int | Non
     device and n) starting from the problem's initial parameters."""
     cls = resolve_executor(ExecutorKind(kind), n_workers)
     extra = {"max_width": max_width} if cls is BatchedExecutor else {}
-    return cls(
-        rule, problem, params=problem.init_params, n_workers=n_workers, chunk=CHUNK, **extra
-    )
+    return cls(rule, problem, params=problem.init_params, n_workers=n_workers, chunk=CHUNK, **extra)
 
 
 def executor_name(ex) -> str:

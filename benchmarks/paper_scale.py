@@ -35,6 +35,7 @@ from _common import (
     BATCH,
     EXECUTORS,
     LR,
+    add_median_every,
     cnn_problem,
     compile_clock,
     device_peak_bytes,
@@ -85,13 +86,15 @@ def progress_printer(every: int):
     return report
 
 
-def timed_stages(executor: str, commits: int | None, eval_every: int | None) -> dict:
+def timed_stages(
+    executor: str, commits: int | None, eval_every: int | None, median_every: int = 1
+) -> dict:
     """Run every stage of the workload, timing each; returns the raw figures."""
     t = {}
     start = time.perf_counter()
     problem, dataset, note = load_problem()
     t["load_s"], start = time.perf_counter() - start, time.perf_counter()
-    rule = gem_rule()
+    rule = gem_rule(median_every)
     trace = lognormal_trace(WORKERS, StepsBudget(STEPS_PER_WORKER))
     t["simulate_s"], start = time.perf_counter() - start, time.perf_counter()
     plan = trace_plan(trace, rule, stop=commits, eval_every=eval_every)
@@ -116,10 +119,10 @@ def timed_stages(executor: str, commits: int | None, eval_every: int | None) -> 
     }
 
 
-def run(executor: str, commits: int | None, eval_every: int | None) -> dict:
+def run(executor: str, commits: int | None, eval_every: int | None, median_every: int = 1) -> dict:
     """The workload's figures, with the full-run extrapolation where only a slice ran."""
     env = environment()
-    raw = timed_stages(executor, commits, eval_every)
+    raw = timed_stages(executor, commits, eval_every, median_every)
     t, done, full = raw["timings"], raw["commits"], raw["trace_commits"]
     rate = done / t["execute_s"]
     fixed = t["load_s"] + t["simulate_s"] + t["setup_s"] + t["compile_s"]
@@ -129,7 +132,7 @@ def run(executor: str, commits: int | None, eval_every: int | None) -> dict:
     return {
         "benchmark": "paper_scale",
         "problem": f"cnn on {raw['dataset']}",
-        "rule": f"gem(lr={LR})",
+        "rule": f"gem(lr={LR}, median_every={median_every})",
         "workers": WORKERS,
         "steps_per_worker": STEPS_PER_WORKER,
         "environment": env,
@@ -184,8 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--eval-every", type=int, default=None, help="evaluate every N commits (default never)"
     )
+    add_median_every(parser)
     args = parser.parse_args(argv)
-    report = run(args.executor, args.commits, args.eval_every)
+    report = run(args.executor, args.commits, args.eval_every, args.median_every)
     print(json.dumps(report) if args.json else table(report))
     return 0 if report["status"] == Status.OK.value else 1
 

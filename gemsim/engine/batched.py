@@ -44,7 +44,8 @@ class BatchedExecutor(Executor):
 
         def body(c, member):
             i, one = member
-            return commit_phase(rule, layout, c, one, jax.tree.map(lambda a: a[i], work))
+            member = jax.tree.map(lambda a: a[i], work)
+            return commit_phase(rule, layout, c, one, member, padded=True)
 
         return jax.lax.scan(body, carry, (jnp.arange(inp.worker.shape[0]), inp))
 

@@ -76,10 +76,23 @@ class Executor(abc.ABC):
         params: PyTree | None = None,
         progress: Progress | None = None,
     ) -> EngineResult:
-        """Run the plan; `problem`/`params` default to the ones given at construction."""
+        """Run the plan; `problem`/`params` default to the ones given at construction.
+
+        If commit j is non-finite the run stops at the end of that chunk, and the first j
+        commits are executed again (the run is deterministic) to recover the last finite
+        central variable and states: divergence is rare, and this keeps every guard out of
+        the commits' hot loop.
+        """
         if plan.n_workers != self.n_workers:
             raise ValueError(f"plan has {plan.n_workers} workers, executor {self.n_workers}")
         problem = self.problem if problem is None else problem
+        carry, recorder = self._run(problem, params, plan, progress)
+        diverged_at = int(carry.diverged_at)
+        if diverged_at >= 0:
+            carry = self._last_finite(problem, params, plan, diverged_at)
+        return self._result(problem, carry, recorder, diverged_at)
+
+    def _run(self, problem, params, plan: ExecutionPlan, progress: Progress | None):
         carry, recorder = self.initial_carry(params), MetricsRecorder()
         inputs = step_inputs(plan)
         for start, stop in plan.segments(self.chunk):
@@ -89,7 +102,17 @@ class Executor(abc.ABC):
             carry = self._host_actions(problem, carry, plan, stop - 1, recorder)
             if progress is not None:
                 progress(stop, len(plan))
-        return self._result(problem, carry, recorder)
+        return carry, recorder
+
+    def _last_finite(self, problem, params, plan: ExecutionPlan, stop: int) -> Carry:
+        """The carry after the first `stop` commits, stepping back further in the rare case
+        where theta overflowed although every update was finite."""
+        while True:
+            carry, _ = self._run(problem, params, plan.truncated(stop), None)
+            theta_ok = all(np.all(np.isfinite(x)) for x in jax.tree.leaves(carry.theta))
+            if stop == 0 or (not bool(carry.diverged) and theta_ok):
+                return carry
+            stop = int(carry.diverged_at) if bool(carry.diverged) else stop - 1
 
     def _host_actions(self, problem, carry: Carry, plan: ExecutionPlan, k: int, recorder) -> Carry:
         rows = plan.host_fills.get(k)
@@ -101,8 +124,7 @@ class Executor(abc.ABC):
             recorder.add_eval(k, jax.device_get(problem.evaluate(carry.theta)))
         return carry
 
-    def _result(self, problem, carry: Carry, recorder: MetricsRecorder) -> EngineResult:
-        diverged_at = int(carry.diverged_at)
+    def _result(self, problem, carry: Carry, recorder: MetricsRecorder, diverged_at: int):
         metrics = recorder.columns(stop=diverged_at + 1 if diverged_at >= 0 else None)
         n_rows = len(next(iter(metrics.values()))) if metrics else 0
         last = max(recorder.evals) if recorder.evals else None

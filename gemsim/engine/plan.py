@@ -23,6 +23,8 @@ class ExecutionPlan:
     worker: np.ndarray  # int32[K]
     staleness: np.ndarray  # int32[K]
     fill_self: np.ndarray  # bool[K]: the committer's next gradient is taken at version k+1
+    # (the engine writes theta into the committer's slot at every commit; where fill_self is
+    # False a host fill overwrites it before it is read)
     first_step: (
         np.ndarray
     )  # int32[K]: index of the commit's first mini-batch in its worker's stream
@@ -33,6 +35,18 @@ class ExecutionPlan:
     @cached_property
     def eval_set(self) -> frozenset[int]:
         return frozenset(int(k) for k in self.evals)
+
+    def truncated(self, stop: int) -> ExecutionPlan:
+        """The plan of the first `stop` commits only."""
+        return ExecutionPlan(
+            worker=self.worker[:stop],
+            staleness=self.staleness[:stop],
+            fill_self=self.fill_self[:stop],
+            first_step=self.first_step[:stop],
+            host_fills={k: v for k, v in self.host_fills.items() if k < stop},
+            evals=self.evals[self.evals < stop],
+            n_workers=self.n_workers,
+        )
 
     def waves(self, start: int, stop: int, max_width: int) -> list[tuple[int, int]]:
         """Split commits [start, stop) into waves [a, b): runs of commits whose gradients can

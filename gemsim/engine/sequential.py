@@ -3,12 +3,10 @@ chunks, one gradient per commit; the host steps in only between segments."""
 
 from __future__ import annotations
 
-import functools
-
 import jax
 
 from .executor import Executor, chunk_sizes
-from .step import make_step
+from .step import make_chunk
 
 
 class SequentialExecutor(Executor):
@@ -16,10 +14,7 @@ class SequentialExecutor(Executor):
 
     def __init__(self, rule, problem, *, params, n_workers: int, chunk: int = 512):
         super().__init__(rule, problem, params=params, n_workers=n_workers, chunk=chunk)
-        step = make_step(rule, self.layout)
-        self._scan = jax.jit(
-            lambda p, c, xs: jax.lax.scan(functools.partial(step, p), c, xs), donate_argnums=1
-        )
+        self._scan = jax.jit(make_chunk(rule, self.layout), donate_argnums=1)
 
     def _run_segment(self, problem, carry, inputs, start, stop, plan, recorder):
         a = start

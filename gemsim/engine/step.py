@@ -5,6 +5,7 @@ point) and the atomic commit at the PS. The sequential executor runs them back t
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -20,7 +21,7 @@ class Carry(NamedTuple):
     theta: PyTree  # the central variable
     server: PyTree  # the rule's server state
     slots: jax.Array  # float32[n + 1, K]: each worker's snapshot and rule state
-    diverged: jax.Array  # bool[]: once set, later commits change nothing
+    diverged: jax.Array  # bool[]: a commit was non-finite (later ones are discarded)
     diverged_at: jax.Array  # int32[]: the commit that produced non-finite values, or -1
 
 
@@ -28,7 +29,6 @@ class StepInput(NamedTuple):
     commit: jax.Array  # int32[]
     worker: jax.Array  # int32[]
     staleness: jax.Array  # int32[]
-    fill_self: jax.Array  # bool[]
     first_step: jax.Array  # int32[]: the commit's first mini-batch in the worker's stream
     active: jax.Array  # bool[]: False for the padding of a batched wave
 
@@ -42,8 +42,6 @@ class StepOutput(NamedTuple):
 class Work(NamedTuple):
     """What a worker brings to its commit."""
 
-    row: jax.Array  # its row as read before the work
-    snapshot: PyTree
     x0: PyTree
     x: PyTree
     acc: PyTree
@@ -70,25 +68,40 @@ def gradient_phase(rule, layout: RowLayout, problem, row, worker, first_step) ->
     else:
         (x, acc, ws), losses = jax.lax.scan(body, carry, jnp.arange(rule.window))
         loss = jnp.mean(losses)
-    return Work(row, snapshot, x0, x, acc, ws, loss)
+    return Work(x0, x, acc, ws, loss)
 
 
-def commit_phase(rule, layout: RowLayout, carry: Carry, inp: StepInput, work: Work):
-    """The atomic commit at the PS, then the worker's row written back (its new rule state,
-    and theta as its next snapshot when it pulls at this commit)."""
+def commit_phase(
+    rule, layout: RowLayout, carry: Carry, inp: StepInput, work: Work, *, padded: bool = False
+):
+    """The atomic commit at the PS, then the worker's row written back: its new rule state
+    and theta as its next snapshot.
+
+    Writing theta unconditionally is exact: a worker whose next pull is not this commit's
+    version gets that pull as a host fill, which runs later and overwrites the snapshot
+    (`plan.make_plan`). Divergence is only detected here, from two scalars the commit has
+    anyway (the worker's loss and the norm of the update applied); the executor then
+    re-runs the commits before it to recover the last finite state (`Executor.execute`).
+    Guards on theta and on the row were passes over them on every commit, a tenth of a
+    commit's cost beside its gradient. `padded` (batched waves): inactive padding members
+    must leave theta and the server state unchanged.
+    """
     theta, server, ws, info = rule.commit(
         carry.theta, carry.server, work.ws, work.x0, work.x, work.acc, inp.staleness
     )
-    finite = _all_finite(work.loss, theta) | ~inp.active
-    apply = finite & ~carry.diverged & inp.active
-    snapshot = _select(inp.fill_self, theta, work.snapshot)
-    new_row = jnp.where(apply, layout.ravel(snapshot, ws), work.row)
+    finite = jnp.isfinite(work.loss) & jnp.isfinite(info.update_norm)
+    if padded:
+        finite = finite | ~inp.active
+        theta = _select(inp.active, theta, carry.theta)
+        server = _select(inp.active, server, carry.server)
     row_index = jnp.where(inp.active, inp.worker, carry.slots.shape[0] - 1)
-    slots = jax.lax.dynamic_update_index_in_dim(carry.slots, new_row, row_index, 0)
+    slots = jax.lax.dynamic_update_index_in_dim(
+        carry.slots, layout.ravel(theta, ws), row_index, 0
+    )
     newly = ~finite & ~carry.diverged
     carry = Carry(
-        theta=_select(apply, theta, carry.theta),
-        server=_select(apply, server, carry.server),
+        theta=theta,
+        server=server,
         slots=slots,
         diverged=carry.diverged | ~finite,
         diverged_at=jnp.where(newly, inp.commit, carry.diverged_at),
@@ -111,21 +124,44 @@ def make_step(rule, layout: RowLayout):
     return step
 
 
+def make_chunk(rule, layout: RowLayout):
+    """`chunk(problem, carry, inputs) -> (carry, outputs)`: a scan of commits, pipelined.
+
+    The row of commit k + 1 is read right after commit k's in-place write and carried as a
+    buffer of its own, so that nothing else in a step reads the [n + 1, K] slots. When the
+    read is left inside the step, XLA fuses it into the computations that feed the write;
+    where the new row depends on other offsets of the old one (GEM: theta depends on s, the
+    snapshot on theta) it then copies the whole slots array on every commit (DESIGN.md §9).
+    """
+
+    def body(problem, state, inp_next):
+        (carry, row), (inp, next_worker) = state, inp_next
+        work = gradient_phase(rule, layout, problem, row, inp.worker, inp.first_step)
+        carry, out = commit_phase(rule, layout, carry, inp, work)
+        next_row = jax.lax.dynamic_index_in_dim(carry.slots, next_worker, keepdims=False)
+        return (carry, next_row), out
+
+    def chunk(problem, carry: Carry, inputs: StepInput):
+        spare = jnp.full((1,), carry.slots.shape[0] - 1, inputs.worker.dtype)
+        next_workers = jnp.concatenate([inputs.worker[1:], spare])
+        row = jax.lax.dynamic_index_in_dim(carry.slots, inputs.worker[0], keepdims=False)
+        (carry, _), out = jax.lax.scan(
+            functools.partial(body, problem), (carry, row), (inputs, next_workers)
+        )
+        return carry, out
+
+    return chunk
+
+
 def step_inputs(plan) -> StepInput:
     """The scan inputs of a whole plan (numpy; sliced into chunks by the executors)."""
     return StepInput(
         commit=np.arange(len(plan), dtype=np.int32),
         worker=plan.worker,
         staleness=plan.staleness,
-        fill_self=plan.fill_self,
         first_step=plan.first_step,
         active=np.ones(len(plan), dtype=bool),
     )
-
-
-def _all_finite(loss: jax.Array, theta: PyTree) -> jax.Array:
-    leaves = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(theta)]
-    return jnp.isfinite(loss) & jnp.stack(leaves).all()
 
 
 def _select(pred: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:

@@ -102,3 +102,23 @@ def test_evaluations_happen_every_n_commits_and_at_the_end():
     h = curvature(quadratic())
     theta = np.asarray(out.params["theta"], dtype=np.float64)
     assert out.evals[129]["train_loss"] == pytest.approx(0.5 * np.sum(h * theta**2), rel=1e-5)
+
+
+@pytest.mark.parametrize("chunk", [512, 8])
+def test_divergence_keeps_the_last_finite_state(chunk):
+    trace = heterogeneous_trace(budget=300)
+    problem = quadratic(condition=10.0)
+    out = execute(rules.downpour(lr=0.5), problem, trace, chunk=chunk, eval_every=16)
+    assert out.status.value == "diverged"
+    j = out.diverged_at
+    assert 0 < j < 300 and out.n_commits == j
+    assert len(out.metrics["batch_loss"]) == j + 1 and not out.metrics["finite"][-1]
+    assert out.metrics["finite"][:-1].all()
+    h = curvature(problem)
+    head = trace.__class__.from_columns(**{c: getattr(trace, c)[:j] for c in (
+        "time", "worker", "pulled_version", "compute_time", "queue_time", "service_time")},
+        n_workers=trace.n_workers, duration=float(trace.time[j - 1]))
+    expected = reference(head, h, sgd_update(0.5))
+    assert np.all(np.isfinite(out.params["theta"]))
+    np.testing.assert_allclose(out.params["theta"], expected, rtol=1e-5)
+    assert all(k < j for k in out.evals)

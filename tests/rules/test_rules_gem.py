@@ -105,7 +105,7 @@ def test_gradient_at_changes_only_where_the_gradient_is_taken():
     theta, m, s, g = _inputs(0, 0.1)
     ws = rules.GemWorkerState(m=m, s=s)
     assert post.start(theta, ws) is theta and pulled.start(theta, ws) is s
-    args = (theta, optax.EmptyState(), ws, theta, theta, g, jnp.int32(2))
+    args = (theta, jnp.zeros((), jnp.int32), ws, theta, theta, g, jnp.int32(2))
     for a, b in zip(
         jax.tree.leaves(post.commit(*args)), jax.tree.leaves(pulled.commit(*args)), strict=True
     ):
@@ -132,7 +132,7 @@ def test_kappa_scales_the_proxy_energy_by_kappa_squared():
     for kappa in (1.0, 2.0, 3.5):
         rule = rules.gem(0.1, kappa=kappa)
         _, _, new_ws, info = jax.jit(rule.commit)(
-            theta, optax.EmptyState(), ws, theta, theta, g, jnp.int32(1)
+            theta, jnp.zeros((), jnp.int32), ws, theta, theta, g, jnp.int32(1)
         )
         infos[kappa] = (info, leaves_np(new_ws.m))
     for kappa in (2.0, 3.5):
@@ -149,7 +149,7 @@ def test_zero_gradient_leaves_theta_unchanged_and_finite():
         theta, m, s, g = _inputs(2, 0.1)
         zeros = [jnp.zeros_like(x) for x in g]
         new, _, _, info = jax.jit(rule.commit)(
-            theta, optax.EmptyState(), rules.GemWorkerState(m, s), theta, theta, zeros, jnp.int32(0)
+            theta, jnp.zeros((), jnp.int32), rules.GemWorkerState(m, s), theta, theta, zeros, jnp.int32(0)
         )
         for x, y in zip(new, theta, strict=True):
             np.testing.assert_array_equal(x, y)
@@ -213,3 +213,36 @@ def test_gem_optax_requires_params():
 def test_gem_optax_docstring_example_runs():
     result = doctest.testmod(_gem_optax, raise_on_error=False)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_median_every_computes_exact_medians_on_every_kth_commit():
+    key = jax.random.key(0)
+    params = {"a": jax.random.normal(key, (40, 3)), "b": jnp.arange(7, dtype=jnp.float32)}
+    every, full = rules.gem(lr=0.1, median_every=3), rules.gem(lr=0.1)
+    state_e, state_f = every.init(params, 2), full.init(params, 2)
+    ws = jax.tree.map(lambda a: a[0], state_e.workers)
+    commit_e, commit_f = jax.jit(every.commit), jax.jit(full.commit)
+    theta, server_e, server_f = params, state_e.server, state_f.server
+    for k in range(7):
+        g = jax.tree.map(lambda a, k=k: jnp.cos(a * (k + 1)), params)
+        t_e, server_e, ws_e, info_e = commit_e(theta, server_e, ws, params, params, g, jnp.int32(k))
+        t_f, server_f, ws_f, info_f = commit_f(theta, server_f, ws, params, params, g, jnp.int32(k))
+        for a, b in zip(jax.tree.leaves((t_e, ws_e)), jax.tree.leaves((t_f, ws_f)), strict=True):
+            np.testing.assert_array_equal(a, b)  # the medians never change the math
+        pi = np.concatenate([np.ravel(p) for p in jax.tree.leaves(_pi(full, theta, ws, g))])
+        if k % 3 == 0:
+            assert float(info_e.pi_median) == float(info_f.pi_median)
+            assert abs(float(info_e.pi_median) - float(np.median(pi))) < 1e-5
+            np.testing.assert_array_equal(info_e.pi_median_per_leaf, info_f.pi_median_per_leaf)
+        else:
+            assert np.isnan(info_e.pi_median) and np.all(np.isnan(info_e.pi_median_per_leaf))
+        assert float(info_e.frac_pi_zero) == float(info_f.frac_pi_zero)
+        theta, ws = t_f, ws_f
+    assert int(server_e) == 7
+
+
+def _pi(rule, theta, ws, g):
+    from gemsim.rules._gem import gem_step, make_config
+
+    cfg = make_config(0.1, 0.9, 1.0, 5.0, 1e-12, rules.EpsPlacement.OUTSIDE)
+    return gem_step(cfg, theta, ws.m, ws.s, g).pi
