@@ -97,7 +97,9 @@ def run(
 def replay(
     trace_file: Annotated[Path, typer.Argument(help="A trace.parquet (gemsim trace --out).")],
     file: ScenarioFile,
-    out: Annotated[Path | None, typer.Option(help="Results folder (default results/<name>).")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Results folder (default results/<name>).")
+    ] = None,
     set_: SetOption = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     as_json: JsonFlag = False,
@@ -107,8 +109,13 @@ def replay(
 
     out_dir, row = replay_file(trace_file, file, out=out, overrides=set_ or [], quiet=quiet)
     if as_json:
-        typer.echo(json.dumps({"results": str(out_dir), "runs": [dataclasses.asdict(row)]},
-                              indent=2, default=float))
+        typer.echo(
+            json.dumps(
+                {"results": str(out_dir), "runs": [dataclasses.asdict(row)]},
+                indent=2,
+                default=float,
+            )
+        )
         return
     typer.echo(render_summary([row]))
     typer.echo(f"results in {out_dir}/")

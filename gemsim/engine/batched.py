@@ -25,8 +25,16 @@ def width_bucket(m: int) -> int:
 class BatchedExecutor(Executor):
     """Wavefront execution: vmapped gradient work, then in-order commits (final)."""
 
-    def __init__(self, rule, problem, *, params, n_workers: int, chunk: int = 512,
-                 max_width: int | None = None):
+    def __init__(
+        self,
+        rule,
+        problem,
+        *,
+        params,
+        n_workers: int,
+        chunk: int = 512,
+        max_width: int | None = None,
+    ):
         super().__init__(rule, problem, params=params, n_workers=n_workers, chunk=chunk)
         self.max_width = width_bucket(min(max_width or n_workers, n_workers))
         self._wave = jax.jit(self._wave_fn, donate_argnums=1)

@@ -14,7 +14,7 @@ import numpy as np
 
 from gemsim.types import PyTree, Status
 
-from .layout import RowLayout, fill_snapshots, initial_slots, worker_states
+from .layout import RowLayout, fill_snapshots, initial_slots
 from .metrics import MetricsRecorder
 from .plan import ExecutionPlan
 from .step import Carry, StepInput, step_inputs
@@ -33,8 +33,7 @@ class EngineResult:
     metrics: dict[str, np.ndarray]  # one entry per executed commit (columns, see metrics.py)
     evals: dict[int, dict[str, float]]  # commit -> evaluation of the central variable after it
     final: dict[str, float]  # evaluation of the final central variable (the last finite one)
-    worker_states: PyTree  # the rule's per-worker states at the end (numpy leaves)
-    server_state: PyTree
+    server_state: PyTree  # the rule's server state at the end (numpy leaves)
 
 
 class Executor(abc.ABC):
@@ -52,8 +51,16 @@ class Executor(abc.ABC):
         )
 
     @abc.abstractmethod
-    def _run_segment(self, problem, carry: Carry, inputs: StepInput, start: int, stop: int,
-                     plan: ExecutionPlan, recorder: MetricsRecorder) -> Carry:
+    def _run_segment(
+        self,
+        problem,
+        carry: Carry,
+        inputs: StepInput,
+        start: int,
+        stop: int,
+        plan: ExecutionPlan,
+        recorder: MetricsRecorder,
+    ) -> Carry:
         """Apply commits [start, stop) in order; record their StepOutputs in commit order."""
 
     def initial_carry(self, params: PyTree | None = None) -> Carry:
@@ -140,7 +147,6 @@ class Executor(abc.ABC):
             metrics=metrics,
             evals=recorder.evals,
             final=final,
-            worker_states=jax.device_get(worker_states(self.layout, carry.slots, self.n_workers)),
             server_state=jax.device_get(carry.server),
         )
 
@@ -148,7 +154,9 @@ class Executor(abc.ABC):
 def chunk_sizes(length: int, max_chunk: int) -> list[int]:
     """Split a segment into scan lengths from a few buckets (powers of 8 up to `max_chunk`), so
     that the number of compiled scans stays bounded whatever the segment lengths are."""
-    buckets = sorted({1, *(8**i for i in range(1, 8) if 8**i <= max_chunk), max_chunk}, reverse=True)
+    buckets = sorted(
+        {1, *(8**i for i in range(1, 8) if 8**i <= max_chunk), max_chunk}, reverse=True
+    )
     sizes = []
     for b in buckets:
         while length >= b:

@@ -8,6 +8,7 @@ padded host fills write to.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,10 +38,15 @@ class RowLayout:
 
 
 def initial_slots(layout: RowLayout, params: PyTree, workers: PyTree, n_workers: int) -> jax.Array:
-    """Every worker's row at the start: the initial parameters and its initial rule state."""
+    """Every worker's row at the start (the initial parameters and its initial rule state),
+    built in one pass: the [n + 1, K] buffer is the largest array of a run."""
+    return _initial_slots(layout, params, workers, n_workers)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3))
+def _initial_slots(layout, params, workers, n_workers):
     rows = jax.vmap(lambda ws: layout.ravel(params, ws), axis_size=n_workers)(workers)
-    spare = jnp.zeros((1, layout.row_size), rows.dtype)
-    return jnp.concatenate([rows, spare], axis=0)
+    return jnp.pad(rows, ((0, 1), (0, 0)))
 
 
 def worker_states(layout: RowLayout, slots: jax.Array, n_workers: int) -> PyTree:

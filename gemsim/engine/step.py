@@ -95,9 +95,7 @@ def commit_phase(
         theta = _select(inp.active, theta, carry.theta)
         server = _select(inp.active, server, carry.server)
     row_index = jnp.where(inp.active, inp.worker, carry.slots.shape[0] - 1)
-    slots = jax.lax.dynamic_update_index_in_dim(
-        carry.slots, layout.ravel(theta, ws), row_index, 0
-    )
+    slots = jax.lax.dynamic_update_index_in_dim(carry.slots, layout.ravel(theta, ws), row_index, 0)
     newly = ~finite & ~carry.diverged
     carry = Carry(
         theta=theta,

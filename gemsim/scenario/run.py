@@ -230,22 +230,38 @@ def replay_file(
     path = Path(path)
     scenario = load_scenario(path, overrides)
     if scenario.sweep or scenario.repeats > 1 or scenario.seeds:
-        raise ScenarioError(str(path), ["sweep/repeats: replay runs one configuration; "
-                                        "pick it with --set and remove the sweep"])
+        raise ScenarioError(
+            str(path),
+            [
+                "sweep/repeats: replay runs one configuration; "
+                "pick it with --set and remove the sweep"
+            ],
+        )
     try:
         trace = timing.CommitTrace.from_parquet(trace_file)
     except (OSError, ValueError) as exc:
         raise ScenarioError(str(trace_file), [f"not a readable commit trace: {exc}"]) from None
     if trace.n_workers != scenario.workers.count:
-        raise ScenarioError(str(path), [f"workers.count: {scenario.workers.count} but the trace "
-                                        f"has {trace.n_workers} workers"])
+        raise ScenarioError(
+            str(path),
+            [
+                f"workers.count: {scenario.workers.count} but the trace "
+                f"has {trace.n_workers} workers"
+            ],
+        )
     out_dir = Path(out) if out is not None else Path("results") / scenario.name
     bar = ProgressBar("replay", quiet=quiet)
     result = run(scenario, progress=bar, trace=trace)
     bar.close()
     result.manifest["replayed_trace"] = str(trace_file)
-    results.write_run(out_dir, result.run_id, result.manifest, trace.to_pandas(),
-                      result.metrics, flat_params(result.params))
+    results.write_run(
+        out_dir,
+        result.run_id,
+        result.manifest,
+        trace.to_pandas(),
+        result.metrics,
+        flat_params(result.params),
+    )
     return out_dir, _row(result.manifest)
 
 

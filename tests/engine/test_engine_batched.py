@@ -25,12 +25,15 @@ def hetero_trace(window=1, n=8, seed=5):
 
 
 def problem():
-    return problems.make_problem(problems.Mlp(hidden=(16,)), problems.Digits(), batch_size=16, seed=1)
+    return problems.make_problem(
+        problems.Mlp(hidden=(16,)), problems.Digits(), batch_size=16, seed=1
+    )
 
 
 def run_both(rule, trace, prob):
-    plan = engine.make_plan(trace.worker, trace.pulled_version, trace.n_workers,
-                            window=rule.window, eval_every=100)
+    plan = engine.make_plan(
+        trace.worker, trace.pulled_version, trace.n_workers, window=rule.window, eval_every=100
+    )
     kw = dict(params=prob.init_params, n_workers=trace.n_workers, chunk=64)
     seq = engine.SequentialExecutor(rule, prob, **kw).execute(plan)
     batched = engine.BatchedExecutor(rule, prob, **kw)
@@ -56,8 +59,9 @@ def test_batched_equals_sequential(name):
         assert np.max(np.abs(a - b)) <= 1e-5 * scale
     assert seq.metrics.keys() == bat.metrics.keys()
     for key in seq.metrics:
-        np.testing.assert_allclose(bat.metrics[key], seq.metrics[key], rtol=1e-4, atol=1e-5,
-                                   err_msg=key)
+        np.testing.assert_allclose(
+            bat.metrics[key], seq.metrics[key], rtol=1e-4, atol=1e-5, err_msg=key
+        )
     assert seq.evals.keys() == bat.evals.keys()
     # waves really batch: far fewer waves than commits, and few compiled programs
     waves = [w for a, b in plan.segments(64) for w in plan.waves(a, b, executor.max_width)]

@@ -115,9 +115,21 @@ def test_divergence_keeps_the_last_finite_state(chunk):
     assert len(out.metrics["batch_loss"]) == j + 1 and not out.metrics["finite"][-1]
     assert out.metrics["finite"][:-1].all()
     h = curvature(problem)
-    head = trace.__class__.from_columns(**{c: getattr(trace, c)[:j] for c in (
-        "time", "worker", "pulled_version", "compute_time", "queue_time", "service_time")},
-        n_workers=trace.n_workers, duration=float(trace.time[j - 1]))
+    head = trace.__class__.from_columns(
+        **{
+            c: getattr(trace, c)[:j]
+            for c in (
+                "time",
+                "worker",
+                "pulled_version",
+                "compute_time",
+                "queue_time",
+                "service_time",
+            )
+        },
+        n_workers=trace.n_workers,
+        duration=float(trace.time[j - 1]),
+    )
     expected = reference(head, h, sgd_update(0.5))
     assert np.all(np.isfinite(out.params["theta"]))
     np.testing.assert_allclose(out.params["theta"], expected, rtol=1e-5)

@@ -149,7 +149,13 @@ def test_zero_gradient_leaves_theta_unchanged_and_finite():
         theta, m, s, g = _inputs(2, 0.1)
         zeros = [jnp.zeros_like(x) for x in g]
         new, _, _, info = jax.jit(rule.commit)(
-            theta, jnp.zeros((), jnp.int32), rules.GemWorkerState(m, s), theta, theta, zeros, jnp.int32(0)
+            theta,
+            jnp.zeros((), jnp.int32),
+            rules.GemWorkerState(m, s),
+            theta,
+            theta,
+            zeros,
+            jnp.int32(0),
         )
         for x, y in zip(new, theta, strict=True):
             np.testing.assert_array_equal(x, y)

@@ -59,8 +59,11 @@ def test_same_scenario_twice_gives_identical_hashes(tmp_path):
 def test_executor_choice_gives_the_same_run(tmp_path):
     scenario = gemsim.load_scenario(write(tmp_path, QUADRATIC))
     runs = {
-        kind: gemsim.run(scenario.model_copy(update={"engine": scenario.engine.model_copy(
-            update={"executor": kind})}))
+        kind: gemsim.run(
+            scenario.model_copy(
+                update={"engine": scenario.engine.model_copy(update={"executor": kind})}
+            )
+        )
         for kind in ("sequential", "batched", "auto")
     }
     assert runs["sequential"].manifest["executor"] == "SequentialExecutor"
@@ -138,15 +141,36 @@ def _finished(out: Path) -> list[Path]:
 def test_replay_of_a_saved_trace_reproduces_the_run(tmp_path):
     scenario_file = write(tmp_path, QUADRATIC)
     runner = CliRunner()
-    assert runner.invoke(app, ["trace", str(scenario_file), "--out", str(tmp_path / "t")]).exit_code == 0
-    result = runner.invoke(app, ["replay", str(tmp_path / "t" / "trace.parquet"), str(scenario_file),
-                                 "--out", str(tmp_path / "r"), "--quiet", "--json"])
+    assert (
+        runner.invoke(app, ["trace", str(scenario_file), "--out", str(tmp_path / "t")]).exit_code
+        == 0
+    )
+    result = runner.invoke(
+        app,
+        [
+            "replay",
+            str(tmp_path / "t" / "trace.parquet"),
+            str(scenario_file),
+            "--out",
+            str(tmp_path / "r"),
+            "--quiet",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     run_id = json.loads(result.stdout)["runs"][0]["run_id"]
     replayed = read_run(tmp_path / "r" / run_id).manifest
     direct = gemsim.run(gemsim.load_scenario(scenario_file)).manifest
     assert replayed["params_sha256"] == direct["params_sha256"]
     assert replayed["trace_sha256"] == direct["trace_sha256"]
-    bad = runner.invoke(app, ["replay", str(tmp_path / "t" / "trace.parquet"), str(scenario_file),
-                              "--set", "workers.count=5"])
+    bad = runner.invoke(
+        app,
+        [
+            "replay",
+            str(tmp_path / "t" / "trace.parquet"),
+            str(scenario_file),
+            "--set",
+            "workers.count=5",
+        ],
+    )
     assert bad.exit_code == 2 and "trace has 4 workers" in bad.output
