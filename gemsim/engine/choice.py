@@ -8,7 +8,7 @@ executor (DESIGN.md §5); it is chosen there from n >= 2 on.
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 import jax
 
@@ -16,7 +16,7 @@ from .batched import BatchedExecutor
 from .sequential import SequentialExecutor
 
 
-class ExecutorKind(str, Enum):
+class ExecutorKind(StrEnum):
     AUTO = "auto"
     SEQUENTIAL = "sequential"
     BATCHED = "batched"
