@@ -89,18 +89,18 @@ def cnn_problem(dataset=None, batch_size: int = BATCH, seed: int = 0):
     return make_problem(Cnn(), Mnist5k() if dataset is None else dataset, batch_size, seed)
 
 
-def gem_rule(median_every: int = 1):
-    """GEM with the benchmarks' learning rate; exact pi medians every `median_every` commits."""
-    return gem(lr=LR, median_every=median_every)
+def gem_rule(diagnostics_every: int = 1):
+    """GEM with the benchmarks' learning rate; full diagnostics every k-th commit."""
+    return gem(lr=LR, diagnostics_every=diagnostics_every)
 
 
-def add_median_every(parser) -> None:
-    """The `--median-every` option every engine benchmark takes."""
+def add_diagnostics_every(parser) -> None:
+    """The `--diagnostics-every` option every engine benchmark takes."""
     parser.add_argument(
-        "--median-every",
+        "--diagnostics-every",
         type=int,
         default=1,
-        help="GEM's exact pi medians on every k-th commit (default 1: every commit)",
+        help="GEM's full diagnostics on every k-th commit (default 1: every commit)",
     )
 
 

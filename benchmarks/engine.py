@@ -15,8 +15,10 @@ batches drawn by ``problem.batch(0, step)`` inside the compiled step:
   training images (n = 100: 6,400) the largest multiple of b that fits (3,968) is
   measured instead, and the table says so.
 
-Every variant runs once per round (interleaved, so that drifts of the machine hit all
-alike), over ``--repeats`` rounds after one warm-up (compiling) call each; figures are
+Executors run without evaluating the central variable (neither do the synchronous
+variants): both sides measure training throughput. Every variant runs once per round
+(interleaved, so that drifts of the machine hit all alike), over ``--repeats`` rounds
+after one warm-up (compiling) call each; figures are
 medians over rounds. The ratio is best executor / best synchronous figure per n, both as
 the ratio of medians and as the median of the per-round ratios (robust to other load). The bar
 (DESIGN.md section 9): >= 0.85 on CPU at n = 8 and n = 100; on a GPU, batched >= 10x
@@ -49,7 +51,7 @@ from _common import (
     BATCH,
     CHUNK,
     LR,
-    add_median_every,
+    add_diagnostics_every,
     cnn_problem,
     environment,
     environment_line,
@@ -85,10 +87,10 @@ def default_commits(n: int) -> int:
 
 
 def executor_variants(
-    problem, n: int, commits: int, kinds: list[str], median_every: int = 1
+    problem, n: int, commits: int, kinds: list[str], diagnostics_every: int = 1
 ) -> tuple[list[Variant], dict]:
     """The executors ``kinds`` (sequential, batched) on an n-worker trace."""
-    rule = gem_rule(median_every)
+    rule = gem_rule(diagnostics_every)
     start = time.perf_counter()
     trace = lognormal_trace(n, CommitBudget(commits))
     plan = trace_plan(trace, rule)
@@ -102,7 +104,8 @@ def executor_variants(
 
 def _execute(ex, plan, rule) -> Callable[[], int]:
     def run() -> int:
-        out = ex.execute(plan)
+        # No final evaluation: the synchronous baselines evaluate nothing either.
+        out = ex.execute(plan, final_eval=False)
         if out.status is not Status.OK:
             raise RuntimeError(f"executor run ended with status {out.status}")
         return out.n_commits * BATCH * rule.window
@@ -231,7 +234,11 @@ def _bars(row: dict, n: int, platform: str) -> dict[str, bool]:
 
 
 def run(
-    workers: list[int], commits: int | None, repeats: int, kinds: list[str], median_every: int = 1
+    workers: list[int],
+    commits: int | None,
+    repeats: int,
+    kinds: list[str],
+    diagnostics_every: int = 1,
 ) -> dict:
     """Build every variant, measure them interleaved and summarise per n."""
     env = environment()
@@ -239,7 +246,7 @@ def run(
     variants, setup = [], {}
     for n in workers:
         ex_variants, info = executor_variants(
-            problem, n, commits or default_commits(n), kinds, median_every
+            problem, n, commits or default_commits(n), kinds, diagnostics_every
         )
         variants += ex_variants
         setup[n] = info
@@ -250,7 +257,7 @@ def run(
     return {
         "benchmark": "engine",
         "problem": "cnn on mnist-5k",
-        "rule": f"gem(lr={LR}, median_every={median_every})",
+        "rule": f"gem(lr={LR}, diagnostics_every={diagnostics_every})",
         "batch": BATCH,
         "repeats": repeats,
         "environment": env,
@@ -299,9 +306,9 @@ def main(argv: list[str] | None = None) -> int:
         choices=["sequential", "batched"],
         default=["sequential", "batched"],
     )
-    add_median_every(parser)
+    add_diagnostics_every(parser)
     args = parser.parse_args(argv)
-    report = run(args.workers, args.commits, args.repeats, args.executors, args.median_every)
+    report = run(args.workers, args.commits, args.repeats, args.executors, args.diagnostics_every)
     print(json.dumps(report) if args.json else table(report))
     return 0
 

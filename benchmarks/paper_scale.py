@@ -35,7 +35,7 @@ from _common import (
     BATCH,
     EXECUTORS,
     LR,
-    add_median_every,
+    add_diagnostics_every,
     cnn_problem,
     compile_clock,
     device_peak_bytes,
@@ -87,14 +87,14 @@ def progress_printer(every: int):
 
 
 def timed_stages(
-    executor: str, commits: int | None, eval_every: int | None, median_every: int = 1
+    executor: str, commits: int | None, eval_every: int | None, diagnostics_every: int = 1
 ) -> dict:
     """Run every stage of the workload, timing each; returns the raw figures."""
     t = {}
     start = time.perf_counter()
     problem, dataset, note = load_problem()
     t["load_s"], start = time.perf_counter() - start, time.perf_counter()
-    rule = gem_rule(median_every)
+    rule = gem_rule(diagnostics_every)
     trace = lognormal_trace(WORKERS, StepsBudget(STEPS_PER_WORKER))
     t["simulate_s"], start = time.perf_counter() - start, time.perf_counter()
     plan = trace_plan(trace, rule, stop=commits, eval_every=eval_every)
@@ -119,10 +119,12 @@ def timed_stages(
     }
 
 
-def run(executor: str, commits: int | None, eval_every: int | None, median_every: int = 1) -> dict:
+def run(
+    executor: str, commits: int | None, eval_every: int | None, diagnostics_every: int = 1
+) -> dict:
     """The workload's figures, with the full-run extrapolation where only a slice ran."""
     env = environment()
-    raw = timed_stages(executor, commits, eval_every, median_every)
+    raw = timed_stages(executor, commits, eval_every, diagnostics_every)
     t, done, full = raw["timings"], raw["commits"], raw["trace_commits"]
     rate = done / t["execute_s"]
     fixed = t["load_s"] + t["simulate_s"] + t["setup_s"] + t["compile_s"]
@@ -132,7 +134,7 @@ def run(executor: str, commits: int | None, eval_every: int | None, median_every
     return {
         "benchmark": "paper_scale",
         "problem": f"cnn on {raw['dataset']}",
-        "rule": f"gem(lr={LR}, median_every={median_every})",
+        "rule": f"gem(lr={LR}, diagnostics_every={diagnostics_every})",
         "workers": WORKERS,
         "steps_per_worker": STEPS_PER_WORKER,
         "environment": env,
@@ -187,9 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--eval-every", type=int, default=None, help="evaluate every N commits (default never)"
     )
-    add_median_every(parser)
+    add_diagnostics_every(parser)
     args = parser.parse_args(argv)
-    report = run(args.executor, args.commits, args.eval_every, args.median_every)
+    report = run(args.executor, args.commits, args.eval_every, args.diagnostics_every)
     print(json.dumps(report) if args.json else table(report))
     return 0 if report["status"] == Status.OK.value else 1
 

@@ -30,7 +30,7 @@ from _common import (
     BATCH,
     EXECUTORS,
     LR,
-    add_median_every,
+    add_diagnostics_every,
     cnn_problem,
     compile_clock,
     device_peak_bytes,
@@ -60,10 +60,10 @@ def state_bytes(ex, n: int) -> dict[str, int]:
     }
 
 
-def run(n: int, commits: int, executor: str, median_every: int = 1) -> dict:
+def run(n: int, commits: int, executor: str, diagnostics_every: int = 1) -> dict:
     """Simulate, build and execute; every stage timed, memory recorded."""
     env, t = environment(), {}
-    problem, rule = cnn_problem(), gem_rule(median_every)
+    problem, rule = cnn_problem(), gem_rule(diagnostics_every)
     rss_before = rss_bytes()
     start = time.perf_counter()
     plan = trace_plan(lognormal_trace(n, CommitBudget(commits)), rule)
@@ -78,7 +78,7 @@ def run(n: int, commits: int, executor: str, median_every: int = 1) -> dict:
     return {
         "benchmark": "scale",
         "problem": "cnn on mnist-5k",
-        "rule": f"gem(lr={LR}, median_every={median_every})",
+        "rule": f"gem(lr={LR}, diagnostics_every={diagnostics_every})",
         "workers": n,
         "executor": executor_name(ex),
         "environment": env,
@@ -129,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1000)
     parser.add_argument("--commits", type=int, default=3000)
     parser.add_argument("--executor", choices=EXECUTORS, default="auto")
-    add_median_every(parser)
+    add_diagnostics_every(parser)
     args = parser.parse_args(argv)
-    report = run(args.workers, args.commits, args.executor, args.median_every)
+    report = run(args.workers, args.commits, args.executor, args.diagnostics_every)
     print(json.dumps(report) if args.json else table(report))
     if report["status"] != Status.OK.value:
         print(f"scale: the run ended with status {report['status']}", file=sys.stderr)

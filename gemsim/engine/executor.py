@@ -82,8 +82,12 @@ class Executor(abc.ABC):
         problem=None,
         params: PyTree | None = None,
         progress: Progress | None = None,
+        final_eval: bool = True,
     ) -> EngineResult:
         """Run the plan; `problem`/`params` default to the ones given at construction.
+
+        `final_eval=False` skips evaluating the final central variable when the plan's
+        evaluations did not (its `final` is then empty): throughput benchmarks use it.
 
         If commit j is non-finite the run stops at the end of that chunk, and the first j
         commits are executed again (the run is deterministic) to recover the last finite
@@ -97,7 +101,7 @@ class Executor(abc.ABC):
         diverged_at = int(carry.diverged_at)
         if diverged_at >= 0:
             carry = self._last_finite(problem, params, plan, diverged_at)
-        return self._result(problem, carry, recorder, diverged_at)
+        return self._result(problem, carry, recorder, diverged_at, final_eval)
 
     def _run(self, problem, params, plan: ExecutionPlan, progress: Progress | None):
         carry, recorder = self.initial_carry(params), MetricsRecorder()
@@ -131,12 +135,16 @@ class Executor(abc.ABC):
             recorder.add_eval(k, jax.device_get(problem.evaluate(carry.theta)))
         return carry
 
-    def _result(self, problem, carry: Carry, recorder: MetricsRecorder, diverged_at: int):
+    def _result(
+        self, problem, carry: Carry, recorder: MetricsRecorder, diverged_at: int, final_eval: bool
+    ):
         metrics = recorder.columns(stop=diverged_at + 1 if diverged_at >= 0 else None)
         n_rows = len(next(iter(metrics.values()))) if metrics else 0
         last = max(recorder.evals) if recorder.evals else None
         if diverged_at < 0 and last is not None and last == n_rows - 1:
             final = recorder.evals[last]
+        elif not final_eval:
+            final = {}
         else:
             final = {k: float(v) for k, v in jax.device_get(problem.evaluate(carry.theta)).items()}
         return EngineResult(

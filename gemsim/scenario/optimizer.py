@@ -22,7 +22,7 @@ class GemBlock(Block):
     eps: PositiveFloat = 1e-12
     eps_placement: Literal["outside", "inside"] = "outside"
     gradient_at: Literal["post_commit", "pulled"] = "post_commit"
-    median_every: PositiveInt = 1  # exact pi medians on every k-th commit (NaN between)
+    diagnostics_every: PositiveInt = 1  # full diagnostics on every k-th commit (NaN between)
 
     def build(self) -> rules.Rule:
         return rules.gem(
@@ -33,7 +33,7 @@ class GemBlock(Block):
             eps=self.eps,
             eps_placement=rules.EpsPlacement[self.eps_placement.upper()],
             gradient_at=rules.GradientAt[self.gradient_at.upper()],
-            median_every=self.median_every,
+            diagnostics_every=self.diagnostics_every,
         )
 
 

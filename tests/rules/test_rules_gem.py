@@ -221,10 +221,10 @@ def test_gem_optax_docstring_example_runs():
     assert result.attempted > 0 and result.failed == 0
 
 
-def test_median_every_computes_exact_medians_on_every_kth_commit():
+def test_diagnostics_every_computes_exact_medians_on_every_kth_commit():
     key = jax.random.key(0)
     params = {"a": jax.random.normal(key, (40, 3)), "b": jnp.arange(7, dtype=jnp.float32)}
-    every, full = rules.gem(lr=0.1, median_every=3), rules.gem(lr=0.1)
+    every, full = rules.gem(lr=0.1, diagnostics_every=3), rules.gem(lr=0.1)
     state_e, state_f = every.init(params, 2), full.init(params, 2)
     ws = jax.tree.map(lambda a: a[0], state_e.workers)
     commit_e, commit_f = jax.jit(every.commit), jax.jit(full.commit)
@@ -234,15 +234,27 @@ def test_median_every_computes_exact_medians_on_every_kth_commit():
         t_e, server_e, ws_e, info_e = commit_e(theta, server_e, ws, params, params, g, jnp.int32(k))
         t_f, server_f, ws_f, info_f = commit_f(theta, server_f, ws, params, params, g, jnp.int32(k))
         for a, b in zip(jax.tree.leaves((t_e, ws_e)), jax.tree.leaves((t_f, ws_f)), strict=True):
-            np.testing.assert_array_equal(a, b)  # the medians never change the math
+            # the diagnostics never change the math (up to XLA fusing the two programs apart)
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
         pi = np.concatenate([np.ravel(p) for p in jax.tree.leaves(_pi(full, theta, ws, g))])
         if k % 3 == 0:
-            assert float(info_e.pi_median) == float(info_f.pi_median)
             assert abs(float(info_e.pi_median) - float(np.median(pi))) < 1e-5
-            np.testing.assert_array_equal(info_e.pi_median_per_leaf, info_f.pi_median_per_leaf)
+            for name in (
+                "pi_median",
+                "pi_median_per_leaf",
+                "weight",
+                "frac_pi_zero",
+                "frac_pi_max",
+                "proxy_energy",
+                "central_energy",
+            ):
+                np.testing.assert_allclose(
+                    getattr(info_e, name), getattr(info_f, name), rtol=1e-5, err_msg=name
+                )
         else:
             assert np.isnan(info_e.pi_median) and np.all(np.isnan(info_e.pi_median_per_leaf))
-        assert float(info_e.frac_pi_zero) == float(info_f.frac_pi_zero)
+            assert np.isnan(info_e.weight) and np.isnan(info_e.proxy_energy)
+        np.testing.assert_allclose(info_e.update_norm, info_f.update_norm, rtol=1e-6)
         theta, ws = t_f, ws_f
     assert int(server_e) == 7
 
