@@ -49,11 +49,6 @@ def _initial_slots(layout, params, workers, n_workers):
     return jnp.pad(rows, ((0, 1), (0, 0)))
 
 
-def worker_states(layout: RowLayout, slots: jax.Array, n_workers: int) -> PyTree:
-    """The stacked rule states of all workers, read back from the rows."""
-    return jax.vmap(lambda row: layout.unravel(row)[1])(slots[:n_workers])
-
-
 def fill_snapshots(layout: RowLayout, slots: jax.Array, theta: PyTree, rows: jax.Array):
     """Write theta into the snapshot part of the given rows (padded with the spare row)."""
     flat = ravel_pytree(theta)[0]
