@@ -36,6 +36,11 @@ class ExecutionPlan:
     def eval_set(self) -> frozenset[int]:
         return frozenset(int(k) for k in self.evals)
 
+    @cached_property
+    def pulled_version(self) -> np.ndarray:
+        """The version each commit's gradient was computed on."""
+        return np.arange(len(self)) - self.staleness
+
     def truncated(self, stop: int) -> ExecutionPlan:
         """The plan of the first `stop` commits only."""
         return ExecutionPlan(
@@ -52,7 +57,7 @@ class ExecutionPlan:
         """Split commits [start, stop) into waves [a, b): runs of commits whose gradients can
         all be computed at once because each was taken on a version <= a (its snapshot exists
         when the wave starts) and no worker appears twice (its state is not changed inside)."""
-        pulled = np.arange(len(self)) - self.staleness
+        pulled = self.pulled_version
         out, a = [], start
         while a < stop:
             seen, b = set(), a
