@@ -254,15 +254,20 @@ def replay_file(
     result = run(scenario, progress=bar, trace=trace)
     bar.close()
     result.manifest["replayed_trace"] = str(trace_file)
+    write_result(out_dir, result)
+    return out_dir, _row(result.manifest)
+
+
+def write_result(out_dir: Path, result: RunResult) -> None:
+    """The run folder of a finished run (atomically, see gemsim.results.write_run)."""
     results.write_run(
         out_dir,
         result.run_id,
         result.manifest,
-        trace.to_pandas(),
+        result.trace.to_pandas(),
         result.metrics,
         flat_params(result.params),
     )
-    return out_dir, _row(result.manifest)
 
 
 def run_to_folder(expanded: ExpandedRun, out_dir: Path, *, label: str, quiet: bool) -> dict:
@@ -277,10 +282,7 @@ def run_to_folder(expanded: ExpandedRun, out_dir: Path, *, label: str, quiet: bo
         results.write_run(out_dir, expanded.run_id, manifest, pd.DataFrame(), pd.DataFrame(), {})
         return manifest
     bar.close()
-    params = flat_params(result.params)
-    results.write_run(
-        out_dir, result.run_id, result.manifest, result.trace.to_pandas(), result.metrics, params
-    )
+    write_result(out_dir, result)
     return result.manifest
 
 
