@@ -26,6 +26,16 @@ SetOption = Annotated[
     typer.Option("--set", help="Override a field: path=value (value read as YAML). Repeatable."),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")]
+BackendOption = Annotated[
+    str,
+    typer.Option(
+        help="sim (the simulator), process (real worker processes) or ray (gemsim[ray]).",
+    ),
+]
+AddressOption = Annotated[
+    str | None,
+    typer.Option(help="ray only: the address of a running cluster (ray start --head)."),
+]
 
 
 def user_errors(func):
@@ -79,11 +89,25 @@ def run(
     ] = False,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     as_json: JsonFlag = False,
+    backend: BackendOption = "sim",
+    address: AddressOption = None,
 ) -> None:
-    """Run every point of the scenario's sweep: timing, then real gradients; write run folders."""
+    """Run every point of the scenario's sweep: timing, then real gradients; write run folders.
+
+    With --backend process (or ray) each point runs for real in worker processes (actors)
+    and its recorded trace is written instead of a simulated one.
+    """
     from gemsim.scenario.run import run_file
 
-    out_dir, rows = run_file(file, out=out, overrides=set_ or [], resume=resume, quiet=quiet)
+    out_dir, rows = run_file(
+        file,
+        out=out,
+        overrides=set_ or [],
+        resume=resume,
+        quiet=quiet,
+        backend=backend,
+        address=address,
+    )
     if as_json:
         payload = {"results": str(out_dir), "runs": [dataclasses.asdict(r) for r in rows]}
         typer.echo(json.dumps(payload, indent=2, default=float))
@@ -95,7 +119,10 @@ def run(
 @app.command()
 @user_errors
 def replay(
-    trace_file: Annotated[Path, typer.Argument(help="A trace.parquet (gemsim trace --out).")],
+    trace_file: Annotated[
+        Path,
+        typer.Argument(help="A trace.parquet (gemsim trace --out) or a run folder holding one."),
+    ],
     file: ScenarioFile,
     out: Annotated[
         Path | None, typer.Option(help="Results folder (default results/<name>).")
@@ -139,6 +166,63 @@ def plot(
         typer.echo(str(path))
 
 
+@app.command()
+@user_errors
+def calibrate(
+    run_dir: Annotated[
+        Path, typer.Argument(help="A run folder (manifest.json and trace.parquet).")
+    ],
+    out: Annotated[
+        Path | None, typer.Option(help="Scenario file to write (default RUN_DIR/calibrated.yaml).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Fit latency laws to a run's measured times and write them as a scenario."""
+    from gemsim.scenario import calibrate_folder
+
+    calibrated = calibrate_folder(run_dir)
+    path = calibrated.write(out)
+    if as_json:
+        payload = {"scenario": str(path), "run_id": calibrated.run_id}
+        payload["fits"] = calibrated.fit_rows()
+        typer.echo(json.dumps(payload, indent=2, default=float))
+        return
+    typer.echo(render_fits(calibrated.fit_rows()))
+    typer.echo(f"calibrated scenario written to {path}")
+
+
+@app.command()
+@user_errors
+def validate(
+    file: ScenarioFile,
+    backend: Annotated[str, typer.Option(help="process (default) or ray.")] = "process",
+    out: Annotated[
+        Path | None, typer.Option(help="Results folder (default results/<name>-validate).")
+    ] = None,
+    set_: SetOption = None,
+    address: AddressOption = None,
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Real run -> replay of its trace -> calibration -> simulation; exit 0 only if all agree.
+
+    Checks: replay max abs parameter difference <= 1e-5 * (1 + max |theta|); staleness
+    total-variation distance within the simulator's own seed-to-seed spread (+0.05);
+    throughput ratio within [0.8, 1.25]. Exit code 1 when a check fails.
+    """
+    from gemsim.scenario.validate import validate_file
+
+    report = validate_file(
+        file, backend=backend, out=out, overrides=set_ or [], address=address, quiet=quiet
+    )
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2, default=float))
+    else:
+        typer.echo(render_validation(report))
+    if not report.passed:
+        raise typer.Exit(code=1)
+
+
 def render_summary(rows) -> str:
     header = (
         f"{'run id':<12}  {'status':<8}  {'train loss':>10}  {'test acc':>8}  "
@@ -154,6 +238,35 @@ def render_summary(rows) -> str:
         )
     if any(r.skipped for r in rows):
         lines.append("* finished earlier; skipped by --resume")
+    return "\n".join(lines)
+
+
+def render_validation(report) -> str:
+    verdict = {True: "ok", False: "FAILED"}
+    c = report.checks
+    lines = [
+        f"replay      max |diff| {report.replay_max_abs_diff:.3g} "
+        f"(bar {report.replay_bar:.3g})  {verdict[c['replay']]}",
+        f"staleness   TV {report.staleness_tv:.3f} "
+        f"(threshold {report.staleness_tv_threshold:.3f})  {verdict[c['staleness']]}",
+        f"throughput  real/sim {report.throughput_ratio:.3f} "
+        f"({report.real_commits_per_s:.1f} vs {report.simulated_commits_per_s:.1f} commits/s, "
+        f"band {report.throughput_band[0]}-{report.throughput_band[1]})  "
+        f"{verdict[c['throughput']]}",
+        f"{'passed' if report.passed else 'FAILED'}; real run {report.real_run}, "
+        f"calibrated scenario {report.calibrated_scenario}",
+    ]
+    return "\n".join(lines)
+
+
+def render_fits(rows) -> str:
+    header = f"{'what':<24}  {'n':>7}  {'KS p':>8}  law"
+    lines = [header, "-" * len(header)]
+    for r in rows:
+        p = "-" if r["ks_pvalue"] is None else f"{r['ks_pvalue']:.3g}"
+        lines.append(f"{r['what']:<24}  {r['n']:>7}  {p:>8}  {r['law']}")
+        if r["family"] == "empirical":
+            lines.append(f"{'':<24}  {'':>7}  {'':>8}  ({r['reason']})")
     return "\n".join(lines)
 
 

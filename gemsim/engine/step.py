@@ -68,7 +68,23 @@ def gradient_phase(rule, layout: RowLayout, problem, row, worker, first_step) ->
     else:
         (x, acc, ws), losses = jax.lax.scan(body, carry, jnp.arange(rule.window))
         loss = jnp.mean(losses)
+    if rule.window > 1:
+        x, acc = _materialize((x, acc), first_step)
+    else:
+        acc = _materialize(acc, first_step)
     return Work(x0, x, acc, ws, loss)
+
+
+def _materialize(tree: PyTree, token: jax.Array) -> PyTree:
+    """`tree`, stored to memory before the commit reads it, as when a real worker sends its
+    work to the server (gemsim.real). Otherwise XLA fuses the last local step into the
+    commit: theta + (-lr * g) becomes one fused multiply-add, rounded once instead of
+    twice, and the replay of a real run drifts from it by an ulp per commit, which training
+    amplifies. XLA on CPU drops optimization barriers before fusing; a conditional on a
+    value known only at run time (`token >= 0`, always true) is a boundary it keeps. `x`
+    is only materialized for windowed rules: the others' commits do not read it.
+    """
+    return jax.lax.cond(token >= 0, lambda t: t, lambda t: jax.tree.map(jnp.zeros_like, t), tree)
 
 
 def commit_phase(

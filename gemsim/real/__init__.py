@@ -1,0 +1,30 @@
+"""Real asynchronous runs that record the commit trace they produce (DESIGN.md §6).
+
+`process` (standard library, one process per worker) and `ray` (extra `gemsim[ray]`,
+actors, across machines) run the same protocol: the parameter server applies each worker's
+work atomically, in arrival order, with the engine's own compiled commit; the workers run
+the engine's own gradient phase. Replaying the recorded trace in the engine must then give
+the same parameters.
+"""
+
+from __future__ import annotations
+
+from .job import RealJob as RealJob
+from .job import RealRun as RealRun
+from .process import run_process as run_process
+from .server import WorkerEvent as WorkerEvent
+
+BACKENDS = ("process", "ray")
+
+
+def run_backend(name: str, job: RealJob, *, progress=None, address: str | None = None) -> RealRun:
+    """Run the job on the named backend; `address` (ray only) joins an existing cluster."""
+    if name == "process":
+        if address is not None:
+            raise ValueError("--address is for the ray backend; the process backend is local")
+        return run_process(job, progress=progress)
+    if name == "ray":
+        from .ray_backend import run_ray
+
+        return run_ray(job, progress=progress, address=address)
+    raise ValueError(f"backend {name!r} is not one of {BACKENDS}")

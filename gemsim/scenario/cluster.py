@@ -35,6 +35,9 @@ class WorkersBlock(Block):
     groups: list[WorkerGroup] = []
     failures: list[FailureBlock] = []
     joins: list[JoinBlock] = []
+    # Real backends only: each commit's compute lasts at least the time the timing model
+    # draws for it (the worker sleeps the rest), so one machine can follow the scenario.
+    emulate_latency: bool = False
 
     @model_validator(mode="after")
     def _consistent(self):

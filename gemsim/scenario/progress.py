@@ -10,7 +10,8 @@ PLAIN_LINE_EVERY_S = 10.0  # plain lines at most this often, so CI logs stay rea
 
 
 class ProgressBar:
-    """Commits done / total, rate and ETA; `quiet` silences it. Called as `bar(done, total)`."""
+    """Commits done / total, rate and ETA; `quiet` silences it. Called as `bar(done, total)`;
+    `total <= 0` means unknown (a budget in seconds of a real run): no ETA then."""
 
     def __init__(self, label: str, *, quiet: bool = False, stream: TextIO | None = None):
         self.label, self.quiet = label, quiet
@@ -26,22 +27,25 @@ class ProgressBar:
             self._tqdm(total).update(done - self._tqdm(total).n)
             return
         now = time.perf_counter() - self._start
-        if done < total and now - self._last_line < PLAIN_LINE_EVERY_S:
+        last = 0 < total <= done
+        if not last and now - self._last_line < PLAIN_LINE_EVERY_S:
             return
         self._last_line = now
         rate = done / now if now > 0 else float("nan")
-        eta = (total - done) / rate if rate > 0 else float("nan")
-        print(
-            f"{self.label}: {done}/{total} commits, {rate:.0f} commits/s, ETA {eta:.0f} s",
-            file=self.stream,
-            flush=True,
-        )
+        if total <= 0:
+            line = f"{self.label}: {done} commits, {rate:.0f} commits/s"
+        else:
+            eta = (total - done) / rate if rate > 0 else float("nan")
+            line = f"{self.label}: {done}/{total} commits, {rate:.0f} commits/s, ETA {eta:.0f} s"
+        print(line, file=self.stream, flush=True)
 
     def _tqdm(self, total: int):
         if self._bar is None:
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=total, desc=self.label, unit="commit", file=self.stream)
+            self._bar = tqdm(
+                total=total if total > 0 else None, desc=self.label, unit="commit", file=self.stream
+            )
         return self._bar
 
     def close(self) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
 import time
 import traceback
 from collections import OrderedDict
@@ -26,6 +29,7 @@ from .schema import Scenario
 from .sweep import ExpandedRun, config_hash, expand, resolved_config
 
 EVAL_COLUMNS = ("train_loss", "test_loss", "test_accuracy")
+BACKENDS = ("sim", "process", "ray")
 
 
 @dataclass(frozen=True)
@@ -60,14 +64,20 @@ def run(
     sweep_values: Mapping[str, Any] | None = None,
     repeat: int = 0,
     trace: timing.CommitTrace | None = None,
+    backend: str = "sim",
+    address: str | None = None,
 ) -> RunResult:
     """Simulate the timing, execute the trace with real gradients, and collect the results.
 
     With `trace`, the timing model is skipped and that trace is replayed (e.g. one recorded
-    by a real backend, or saved by `gemsim trace --out`).
+    by a real backend, or saved by `gemsim trace --out`). With `backend="process"` or
+    `"ray"` the scenario runs for real instead (gemsim.real) and its recorded trace is
+    returned; `address` joins an existing Ray cluster.
     """
     if isinstance(scenario, ExpandedRun):
         sweep_values, repeat, scenario = scenario.sweep_values, scenario.repeat, scenario.scenario
+    if backend != "sim":
+        return _run_real(scenario, backend, progress, dict(sweep_values or {}), repeat, address)
     started = time.perf_counter()
     rule = _require(scenario, "optimizer").build()
     problem = build_problem(scenario)
@@ -88,7 +98,61 @@ def run(
     metrics = metrics_frame(trace, out)
     params = flat_params(out.params)
     manifest = _manifest(scenario, trace, out, params, dict(sweep_values or {}), repeat)
+    manifest["backend"] = "sim"
     manifest["executor"] = type(executor).__name__
+    manifest["wall_seconds"] = time.perf_counter() - started
+    return RunResult(manifest["run_id"], out.status, out.params, trace, metrics, manifest)
+
+
+def build_rule_and_problem(config: Mapping[str, Any]):
+    """`(rule, problem)` from a resolved config: what every process of a real run calls
+    (module level, so that a partial of it pickles into spawned processes)."""
+    scenario = Scenario.model_validate(dict(config))
+    return _require(scenario, "optimizer").build(), build_problem(scenario)
+
+
+def real_job(scenario: Scenario):
+    """The scenario as a job for a real backend."""
+    from gemsim import real
+
+    rule, problem = build_rule_and_problem(resolved_config(scenario))
+    spec = build_cluster(
+        scenario, model_bytes=problem.model_bytes, steps_per_epoch=problem.steps_per_epoch
+    )
+    return real.RealJob(
+        build=functools.partial(build_rule_and_problem, resolved_config(scenario)),
+        spec=spec,
+        seed=scenario.seed,
+        emulate_latency=scenario.workers.emulate_latency,
+        name=scenario.name,
+    )
+
+
+def backend_hash(scenario: Scenario, backend: str) -> str:
+    """The identity of a run: its config, and the backend when it is a real one (a real run
+    and its simulation then get different run ids in one results folder)."""
+    digest = config_hash(scenario)
+    if backend == "sim":
+        return digest
+    return hashlib.sha256(f"{digest}:{backend}".encode()).hexdigest()
+
+
+def _run_real(scenario, backend, progress, sweep_values, repeat, address) -> RunResult:
+    from gemsim import real
+
+    if backend not in BACKENDS:
+        raise ScenarioError(scenario.name, [f"backend: {backend!r} is not one of {BACKENDS}"])
+    _require(scenario, "problem")
+    started = time.perf_counter()
+    job = real_job(scenario)
+    done = real.run_backend(backend, job, progress=progress, address=address)
+    out, trace = done.result, done.trace
+    metrics = metrics_frame(trace, out)
+    params = flat_params(out.params)
+    manifest = _manifest(scenario, trace, out, params, sweep_values, repeat)
+    identity = backend_hash(scenario, backend)
+    manifest.update(run_id=identity[:12], config_hash=identity, backend=backend)
+    manifest["worker_events"] = [dataclasses.asdict(e) for e in done.events]
     manifest["wall_seconds"] = time.perf_counter() - started
     return RunResult(manifest["run_id"], out.status, out.params, trace, metrics, manifest)
 
@@ -194,6 +258,8 @@ def run_file(
     overrides: Iterable[str] | Mapping[str, Any] | None = None,
     resume: bool = False,
     quiet: bool = False,
+    backend: str = "sim",
+    address: str | None = None,
 ) -> tuple[Path, list[SweepRow]]:
     """`gemsim run`: expand the sweep, run each point (skipping finished ones with `resume`),
     write a run folder per run, and return the results folder and the summary rows."""
@@ -207,13 +273,20 @@ def run_file(
         )
     out_dir = Path(out) if out is not None else Path("results") / scenario.name
     rows = []
+    if backend not in BACKENDS:
+        raise ScenarioError(str(path), [f"--backend: {backend!r} is not one of {BACKENDS}"])
     for i, expanded in enumerate(runs):
+        if backend != "sim":
+            identity = backend_hash(expanded.scenario, backend)
+            expanded = dataclasses.replace(expanded, config_hash=identity)
         folder = out_dir / expanded.run_id
         if resume and results.is_finished(folder, expanded.config_hash):
             rows.append(_row(results.read_manifest(folder), skipped=True))
             continue
         label = f"[{i + 1}/{len(runs)}] {expanded.run_id}"
-        manifest = run_to_folder(expanded, out_dir, label=label, quiet=quiet)
+        manifest = run_to_folder(
+            expanded, out_dir, label=label, quiet=quiet, backend=backend, address=address
+        )
         rows.append(_row(manifest))
     return out_dir, rows
 
@@ -226,7 +299,8 @@ def replay_file(
     overrides: Iterable[str] | Mapping[str, Any] | None = None,
     quiet: bool = False,
 ) -> tuple[Path, SweepRow]:
-    """`gemsim replay`: one run of the scenario (no sweep) over a saved trace."""
+    """`gemsim replay`: one run of the scenario (no sweep) over a saved trace, given as a
+    trace.parquet or a run folder holding one."""
     path = Path(path)
     scenario = load_scenario(path, overrides)
     if scenario.sweep or scenario.repeats > 1 or scenario.seeds:
@@ -237,6 +311,9 @@ def replay_file(
                 "pick it with --set and remove the sweep"
             ],
         )
+    trace_file = Path(trace_file)
+    if trace_file.is_dir():  # a run folder (e.g. of a real run): its recorded trace
+        trace_file = trace_file / "trace.parquet"
     try:
         trace = timing.CommitTrace.from_parquet(trace_file)
     except (OSError, ValueError) as exc:
@@ -270,15 +347,25 @@ def write_result(out_dir: Path, result: RunResult) -> None:
     )
 
 
-def run_to_folder(expanded: ExpandedRun, out_dir: Path, *, label: str, quiet: bool) -> dict:
-    """Run one expanded scenario and write its folder; a crash is recorded as `failed`."""
+def run_to_folder(
+    expanded: ExpandedRun,
+    out_dir: Path,
+    *,
+    label: str,
+    quiet: bool,
+    backend: str = "sim",
+    address: str | None = None,
+) -> dict:
+    """Run one expanded scenario and write its folder; a crash is recorded as `failed`
+    (Ctrl-C is not a crash: it ends the sweep and leaves no folder for this run)."""
     bar = ProgressBar(label, quiet=quiet)
     started = time.perf_counter()
     try:
-        result = run(expanded, progress=bar)
+        result = run(expanded, progress=bar, backend=backend, address=address)
     except Exception as exc:  # a bug or resource error in one run must not end the sweep
         bar.close()
         manifest = _failed_manifest(expanded, exc, time.perf_counter() - started)
+        manifest["backend"] = backend
         results.write_run(out_dir, expanded.run_id, manifest, pd.DataFrame(), pd.DataFrame(), {})
         return manifest
     bar.close()

@@ -3,6 +3,13 @@
 Never imports JAX: a trace is produced from timing alone.
 """
 
+from .calibrate import Calibration as Calibration
+from .calibrate import Fit as Fit
+from .calibrate import GroupFit as GroupFit
+from .calibrate import batch_block as batch_block
+from .calibrate import calibrate_trace as calibrate_trace
+from .calibrate import fit_distribution as fit_distribution
+from .calibrate import group_workers as group_workers
 from .cluster import Budget as Budget
 from .cluster import ClusterSpec as ClusterSpec
 from .cluster import CommitBudget as CommitBudget
@@ -28,6 +35,7 @@ from .stats import format_histogram as format_histogram
 from .stats import geometric_pmf as geometric_pmf
 from .stats import staleness_pmf as staleness_pmf
 from .stats import staleness_summary as staleness_summary
+from .stats import staleness_tv as staleness_tv
 from .stats import total_variation as total_variation
 from .trace import COLUMN_NAMES as COLUMN_NAMES
 from .trace import CommitTrace as CommitTrace

@@ -259,7 +259,8 @@ class CommitTrace:
 
     @classmethod
     def from_parquet(cls, path: str | os.PathLike[str]) -> CommitTrace:
-        """Read a trace written by `to_parquet` (validated like `from_columns`).
+        """Read a trace written by `to_parquet`, or a run folder's trace.parquet (validated
+        like `from_columns`).
 
         Raises:
             ValueError: if the file is not a gemsim commit trace or is inconsistent.
@@ -269,7 +270,16 @@ class CommitTrace:
         table = pq.read_table(path)
         raw = (table.schema.metadata or {}).get(_METADATA_KEY)
         if raw is None:
-            raise ValueError(f"{path} is not a gemsim commit trace (no {_METADATA_KEY!r} metadata)")
+            # A run folder's trace.parquet, written from `to_pandas`: pandas keeps the attrs.
+            import pandas as pd
+
+            attrs = pd.read_parquet(path, engine="pyarrow").attrs
+            if "n_workers" not in attrs or "duration" not in attrs:
+                raise ValueError(
+                    f"{path} is not a gemsim commit trace (no {_METADATA_KEY!r} metadata "
+                    "and no n_workers/duration attributes)"
+                )
+            raw = json.dumps({"format": _FORMAT_VERSION, **attrs})
         meta = json.loads(raw)
         if meta.get("format") != _FORMAT_VERSION:
             raise ValueError(

@@ -1,0 +1,177 @@
+"""The process backend: real runs whose recorded traces the engine replays exactly, worker
+deaths (scheduled and unexpected), interrupts, and the run folder it writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+import yaml
+from real_helpers import (
+    assert_replay_matches,
+    cnn_scenario,
+    quadratic_scenario,
+    wait_no_children,
+)
+from typer.testing import CliRunner
+
+from gemsim.cli import app
+from gemsim.scenario.run import run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", params=["gem", "downpour"])
+def cnn_real_and_replay(request):
+    scenario = cnn_scenario(request.param)
+    real = run(scenario, backend="process")
+    replay = run(scenario, trace=real.trace)
+    return scenario, real, replay
+
+
+def test_replay_of_a_real_cnn_run_gives_its_parameters(cnn_real_and_replay):
+    scenario, real, replay = cnn_real_and_replay
+    assert real.status.value == "ok"
+    assert real.manifest["n_commits"] == scenario.budget.commits == len(real.trace)
+    assert_replay_matches(real, replay)
+
+
+def test_real_trace_is_a_consistent_asynchronous_trace(cnn_real_and_replay):
+    scenario, real, _ = cnn_real_and_replay
+    trace = real.trace
+    n = scenario.workers.count
+    assert np.all(np.diff(trace.time) >= 0)
+    assert set(np.unique(trace.worker)) == set(range(n))  # every worker committed
+    # Pull at commit: a worker's next gradient is on the version its own commit made.
+    for w in range(n):
+        mine = np.flatnonzero(trace.worker == w)
+        assert trace.pulled_version[mine[0]] == 0
+        np.testing.assert_array_equal(trace.pulled_version[mine[1:]], mine[:-1] + 1)
+    assert trace.staleness.max() > 0  # it really was asynchronous
+    for col in (trace.compute_time, trace.queue_time, trace.service_time):
+        assert np.all(np.isfinite(col)) and np.all(col >= 0)
+    assert trace.busy_time == pytest.approx(trace.service_time.sum())
+
+
+def test_real_run_metrics_match_the_replay(cnn_real_and_replay):
+    _, real, replay = cnn_real_and_replay
+    for col in ("batch_loss", "update_norm"):
+        np.testing.assert_allclose(real.metrics[col], replay.metrics[col], rtol=1e-4, atol=1e-6)
+    assert real.manifest["backend"] == "process" and replay.manifest["backend"] == "sim"
+    assert real.run_id != replay.run_id  # one results folder can hold both
+
+
+def test_a_worker_killed_mid_run_is_recorded_and_the_others_finish():
+    scenario = quadratic_scenario(n=3, commits=150)
+    victim = {}
+
+    def kill_one(done, total):
+        if done == 40 and not victim:
+            child = _spawned_children()[0]
+            victim["pid"] = child.pid
+            child.send_signal(signal.SIGKILL)
+
+    real = run(scenario, backend="process", progress=kill_one)
+    assert victim, "no worker process was found to kill"
+    assert real.status.value == "ok" and len(real.trace) == 150
+    deaths = [e for e in real.manifest["worker_events"] if e["event"] == "died"]
+    assert len(deaths) == 1 and "exit code -9" in deaths[0]["detail"]
+    dead = deaths[0]["worker"]
+    after = real.trace.time > deaths[0]["time"]
+    assert after.sum() > 50 and not np.any(real.trace.worker[after] == dead)
+    assert wait_no_children() == []
+    assert_replay_matches(real, run(scenario, trace=real.trace))
+
+
+def test_scheduled_failure_kills_restarts_and_the_worker_pulls_anew():
+    scenario = quadratic_scenario(
+        n=3,
+        budget={"commits": None, "seconds": 10.0},
+        workers={"failures": [{"worker": 1, "at": 1.0, "restart_after": 0.5}]},
+    )
+    real = run(scenario, backend="process")
+    events = [(e["event"], e["worker"]) for e in real.manifest["worker_events"]]
+    assert events == [("killed", 1), ("restarted", 1)]
+    killed, restarted = (e["time"] for e in real.manifest["worker_events"])
+    assert 1.0 <= killed < 1.5 and restarted >= killed + 0.5
+    trace = real.trace
+    ones = np.flatnonzero(trace.worker == 1)
+    before, after = ones[trace.time[ones] < killed], ones[trace.time[ones] > restarted]
+    assert before.size and after.size, "worker 1 must commit before its crash and after"
+    # After the restart it pulled the version of that moment, not its own last commit's.
+    first = after[0]
+    assert trace.pulled_version[first] > before[-1] + 1
+    assert trace.pulled_version[first] == np.sum(trace.time < restarted)
+    assert_replay_matches(real, run(scenario, trace=trace))
+
+
+def test_cli_run_with_process_backend_writes_a_run_folder(tmp_path):
+    scenario_file = tmp_path / "s.yaml"
+    config = quadratic_scenario(commits=30).model_dump(mode="json")
+    scenario_file.write_text(yaml.safe_dump(config))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app, ["run", str(scenario_file), "--backend", "process", "--out", str(out), "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    (folder,) = [p for p in out.iterdir() if p.is_dir()]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["backend"] == "process" and manifest["status"] == "ok"
+    assert {"trace.parquet", "metrics.parquet", "params.npz"} <= {p.name for p in folder.iterdir()}
+    # The recorded trace replays from the run folder itself.
+    replayed = CliRunner().invoke(
+        app, ["replay", str(folder), str(scenario_file), "--out", str(tmp_path / "r"), "--quiet"]
+    )
+    assert replayed.exit_code == 0, replayed.output
+
+
+def test_cli_rejects_an_unknown_backend(tmp_path):
+    scenario_file = tmp_path / "s.yaml"
+    scenario_file.write_text(yaml.safe_dump(quadratic_scenario().model_dump(mode="json")))
+    result = CliRunner().invoke(app, ["run", str(scenario_file), "--backend", "mpi"])
+    assert result.exit_code == 2
+    assert "--backend" in result.output and "mpi" in result.output
+
+
+def test_ctrl_c_leaves_no_processes_and_no_finished_run(tmp_path):
+    scenario_file = tmp_path / "s.yaml"
+    config = quadratic_scenario(commits=1_000_000).model_dump(mode="json")
+    scenario_file.write_text(yaml.safe_dump(config))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "gemsim.cli", "run", str(scenario_file)]
+    cmd += ["--backend", "process", "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.PIPE)
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 240
+    while len(_spawned_children(parent)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(8.0)  # let the run get going (workers compile, then commit)
+    family = [parent, *parent.children(recursive=True)]
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+    proc.wait(timeout=60)
+    assert proc.returncode != 0
+    gone, alive = psutil.wait_procs(family, timeout=15)
+    assert alive == [], f"left behind: {alive}"
+    finished = list(Path(out).glob("*/manifest.json")) if out.exists() else []
+    assert finished == []
+
+
+def _spawned_children(parent: psutil.Process | None = None) -> list[psutil.Process]:
+    parent = parent or psutil.Process()
+    found = []
+    for p in parent.children(recursive=True):
+        try:
+            line = " ".join(p.cmdline())
+        except psutil.Error:
+            continue
+        if "multiprocessing" in line and "resource_tracker" not in line:
+            found.append(p)
+    return found
