@@ -135,7 +135,10 @@ def test_resume_after_kill_redoes_no_finished_run(tmp_path):
 def _finished(out: Path) -> list[Path]:
     if not out.exists():
         return []
-    return sorted(p for p in out.iterdir() if (p / "manifest.json").exists())
+    # Hidden folders are runs being written (renamed into place when complete).
+    return sorted(
+        p for p in out.iterdir() if not p.name.startswith(".") and (p / "manifest.json").exists()
+    )
 
 
 def test_replay_of_a_saved_trace_reproduces_the_run(tmp_path):
