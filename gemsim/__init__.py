@@ -16,5 +16,14 @@ from gemsim.scenario import load_scenario as load_scenario
 from gemsim.scenario import simulate_timing as simulate_timing
 from gemsim.scenario.run import RunResult as RunResult
 from gemsim.scenario.run import run as run
+from gemsim.scenario.run import run_file as run_file
 
-__all__ = ["RunResult", "__version__", "load_results", "load_scenario", "run", "simulate_timing"]
+__all__ = [
+    "RunResult",
+    "__version__",
+    "load_results",
+    "load_scenario",
+    "run",
+    "run_file",
+    "simulate_timing",
+]

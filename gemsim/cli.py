@@ -151,17 +151,20 @@ def replay(
 @app.command()
 @user_errors
 def plot(
-    results_dir: Annotated[Path, typer.Argument(help="A results folder written by gemsim run.")],
-    dest: Annotated[
+    results_dir: Annotated[
+        Path, typer.Argument(help="A results folder written by gemsim run, or one run folder.")
+    ],
+    out: Annotated[
         Path | None, typer.Option(help="Where to write PNGs (default DIR/plots).")
     ] = None,
 ) -> None:
-    """Write the standard figures (loss curves, staleness, pi, energy) for a results folder."""
+    """Write the standard figures that fit the results found (loss curves, final loss vs
+    workers, staleness, pi, energy)."""
     from gemsim.results import plot_run_folder
 
     if not results_dir.is_dir():
         raise UserInputError(f"{results_dir}: no such results folder")
-    written = plot_run_folder(results_dir, dest or results_dir / "plots")
+    written = plot_run_folder(results_dir, out or results_dir / "plots")
     for path in written:
         typer.echo(str(path))
 

@@ -20,12 +20,12 @@ from gemsim.results.load import sweep_columns as sweep_columns
 from gemsim.results.load import sweep_columns_of as sweep_columns_of
 from gemsim.results.load import to_xarray as to_xarray
 from gemsim.results.plots import plot_energy_ratio as plot_energy_ratio
-from gemsim.results.plots import plot_final_loss_vs_workers as plot_final_loss_vs_workers
+from gemsim.results.plots import plot_final_vs_workers as plot_final_vs_workers
 from gemsim.results.plots import plot_loss as plot_loss
 from gemsim.results.plots import plot_pi_heatmap as plot_pi_heatmap
 from gemsim.results.plots import plot_pi_median as plot_pi_median
 from gemsim.results.plots import plot_run_folder as plot_run_folder
-from gemsim.results.plots import plot_staleness_histogram as plot_staleness_histogram
+from gemsim.results.plots import plot_staleness_hist as plot_staleness_hist
 from gemsim.results.run_folder import RunRecord as RunRecord
 from gemsim.results.run_folder import is_finished as is_finished
 from gemsim.results.run_folder import params_sha256 as params_sha256
