@@ -210,12 +210,17 @@ class ProcessBackend:
         if w in self._restarting:
             self._restarting.discard(w)
             self.book.events.append(WorkerEvent(self._clock(), w, "restarted"))
+        if self._send(w, ("go", self.book.first_step(w))):
+            x.state, x.since = "working", self._clock()
+
+    def _send(self, w: int, message: tuple) -> bool:
+        """Send to a worker; a closed pipe means it died (recorded), and False."""
         try:
-            x.conn.send(("go", self.book.first_step(w)))
+            self._workers[w].conn.send(message)
         except (BrokenPipeError, OSError):
             self._died(w)
-            return
-        x.state, x.since = "working", self._clock()
+            return False
+        return True
 
     def _receive(self, timeout: float) -> None:
         live = {x.conn: w for w, x in self._workers.items() if x.state != "dead"}
@@ -269,8 +274,7 @@ class ProcessBackend:
             if x.state == "working":
                 if self.book.wants_more(w, self._clock()):
                     self._go(w, pull=False)
-                else:
-                    x.conn.send(("stop",))
+                elif self._send(w, ("stop",)):
                     x.state = "stopped"
             self._receive(timeout=0)  # later arrivals queue behind the earlier ones
 

@@ -128,12 +128,20 @@ class LogNormal:
     def __post_init__(self) -> None:
         _set(self, "median", _number("LogNormal", "median", self.median, positive=True))
         _set(self, "sigma", _number("LogNormal", "sigma", self.sigma, positive=False))
+        if not math.isfinite(self.mean()):
+            raise ValueError(
+                f"LogNormal.sigma must keep the mean median * exp(sigma^2 / 2) finite, got "
+                f"sigma={self.sigma!r} with median={self.median!r}"
+            )
 
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return rng.lognormal(math.log(self.median), self.sigma, _check_size(size))
 
     def mean(self) -> float:
-        return self.median * math.exp(0.5 * self.sigma**2)
+        try:
+            return self.median * math.exp(0.5 * self.sigma**2)
+        except OverflowError:
+            return math.inf
 
 
 @dataclass(frozen=True, init=False, repr=False)
@@ -175,7 +183,10 @@ class Weibull:
         return self.scale * rng.weibull(self.shape, _check_size(size))
 
     def mean(self) -> float:
-        return self.scale * math.gamma(1.0 + 1.0 / self.shape)
+        try:
+            return self.scale * math.gamma(1.0 + 1.0 / self.shape)
+        except OverflowError:  # a tiny shape: a mean beyond any float
+            return math.inf
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,7 @@ BAD = [
     (lambda: Exponential(mean=float("inf")), "Exponential.mean"),
     (lambda: LogNormal(0.0, 1.0), "LogNormal.median"),
     (lambda: LogNormal(1.0, -0.1), "LogNormal.sigma must be a finite number >= 0"),
+    (lambda: LogNormal(0.1, 38.0), "LogNormal.sigma must keep the mean .* finite"),
     (lambda: Gamma(1.0, 0.0), "Gamma.shape"),
     (lambda: Gamma(-1.0, 1.0), "Gamma.mean"),
     (lambda: Weibull(0.0, 1.0), "Weibull.scale"),
