@@ -6,42 +6,34 @@ import dataclasses
 import functools
 import hashlib
 import time
-import traceback
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
 import pandas as pd
 
 from gemsim import engine, results, timing
-from gemsim.types import PyTree, Status
 
 from .build import build_cluster
 from .errors import ScenarioError
 from .load import load_scenario
 from .problem import build_dataset, build_model
 from .progress import ProgressBar
+from .run_record import (
+    RunResult,
+    SweepRow,
+    failed_manifest,
+    flat_params,
+    metrics_frame,
+    run_manifest,
+    summary_row,
+)
 from .schema import Scenario
 from .sweep import ExpandedRun, config_hash, expand, resolved_config
 
-EVAL_COLUMNS = ("train_loss", "test_loss", "test_accuracy")
 BACKENDS = ("sim", "process", "ray")
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """A finished run: final central parameters, its trace and metrics, and its manifest."""
-
-    run_id: str
-    status: Status
-    params: PyTree
-    trace: timing.CommitTrace
-    metrics: pd.DataFrame
-    manifest: dict[str, Any]
 
 
 def build_problem(scenario: Scenario):
@@ -97,7 +89,7 @@ def run(
     out = executor.execute(plan, problem=problem, params=problem.init_params, progress=progress)
     metrics = metrics_frame(trace, out)
     params = flat_params(out.params)
-    manifest = _manifest(scenario, trace, out, params, dict(sweep_values or {}), repeat)
+    manifest = run_manifest(scenario, trace, out, params, dict(sweep_values or {}), repeat)
     manifest["backend"] = "sim"
     manifest["executor"] = type(executor).__name__
     manifest["wall_seconds"] = time.perf_counter() - started
@@ -149,7 +141,7 @@ def _run_real(scenario, backend, progress, sweep_values, repeat, address) -> Run
     out, trace = done.result, done.trace
     metrics = metrics_frame(trace, out)
     params = flat_params(out.params)
-    manifest = _manifest(scenario, trace, out, params, sweep_values, repeat)
+    manifest = run_manifest(scenario, trace, out, params, sweep_values, repeat)
     identity = backend_hash(scenario, backend)
     manifest.update(run_id=identity[:12], config_hash=identity, backend=backend)
     manifest["worker_events"] = [dataclasses.asdict(e) for e in done.events]
@@ -185,72 +177,6 @@ def _executor(scenario: Scenario, rule, problem, n_workers: int) -> engine.Execu
     return executor
 
 
-def metrics_frame(trace: timing.CommitTrace, out: engine.EngineResult) -> pd.DataFrame:
-    """One row per executed commit: trace columns, the worker's batch loss, the rule's info,
-    and the central variable's evaluation on the commits where it was evaluated (else NaN)."""
-    n = len(out.metrics.get("batch_loss", ()))
-    frame = pd.DataFrame(
-        {
-            "commit": trace.commit[:n],
-            "time": trace.time[:n],
-            "worker": trace.worker[:n],
-            "staleness": trace.staleness[:n],
-        }
-    )
-    for name, values in out.metrics.items():
-        frame[name] = values
-    for col in EVAL_COLUMNS:
-        column = np.full(n, np.nan)
-        for k, values in out.evals.items():
-            if k < n:
-                column[k] = values[col]
-        frame[col] = column
-    return frame
-
-
-def flat_params(params: PyTree) -> dict[str, np.ndarray]:
-    """Final parameters, one array per leaf, keyed by its path (as written to params.npz)."""
-    leaves = jax.tree_util.tree_flatten_with_path(params)[0]
-    return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
-
-
-def _manifest(scenario, trace, out, params, sweep_values, repeat) -> dict[str, Any]:
-    stats = timing.staleness_summary(trace)
-    final = out.final
-    return {
-        "name": scenario.name,
-        "run_id": config_hash(scenario)[:12],
-        "config": resolved_config(scenario),
-        "config_hash": config_hash(scenario),
-        "seed": scenario.seed,
-        "status": out.status.value,
-        "versions": versions(),
-        "n_commits": out.n_commits,
-        "final": {k: final.get(k, float("nan")) for k in EVAL_COLUMNS},
-        "staleness": {k: stats[f"staleness_{k}"] for k in ("mean", "var", "max")},
-        "trace_sha256": trace.sha256(),
-        "params_sha256": results.params_sha256(params),
-        "sweep": sweep_values,
-        "repeat": repeat,
-        "error": None,
-        "diverged_at": out.diverged_at,
-    }
-
-
-@dataclass(frozen=True)
-class SweepRow:
-    """One line of the summary table `gemsim run` prints."""
-
-    run_id: str
-    sweep: dict[str, Any]
-    status: str
-    train_loss: float
-    test_accuracy: float
-    staleness_mean: float
-    wall_seconds: float
-    skipped: bool = False
-
-
 def run_file(
     path: str | Path,
     *,
@@ -281,13 +207,13 @@ def run_file(
             expanded = dataclasses.replace(expanded, config_hash=identity)
         folder = out_dir / expanded.run_id
         if resume and results.is_finished(folder, expanded.config_hash):
-            rows.append(_row(results.read_manifest(folder), skipped=True))
+            rows.append(summary_row(results.read_manifest(folder), skipped=True))
             continue
         label = f"[{i + 1}/{len(runs)}] {expanded.run_id}"
         manifest = run_to_folder(
             expanded, out_dir, label=label, quiet=quiet, backend=backend, address=address
         )
-        rows.append(_row(manifest))
+        rows.append(summary_row(manifest))
     return out_dir, rows
 
 
@@ -332,7 +258,7 @@ def replay_file(
     bar.close()
     result.manifest["replayed_trace"] = str(trace_file)
     write_result(out_dir, result)
-    return out_dir, _row(result.manifest)
+    return out_dir, summary_row(result.manifest)
 
 
 def write_result(out_dir: Path, result: RunResult) -> None:
@@ -364,65 +290,13 @@ def run_to_folder(
         result = run(expanded, progress=bar, backend=backend, address=address)
     except Exception as exc:  # a bug or resource error in one run must not end the sweep
         bar.close()
-        manifest = _failed_manifest(expanded, exc, time.perf_counter() - started)
+        manifest = failed_manifest(expanded, exc, time.perf_counter() - started)
         manifest["backend"] = backend
         results.write_run(out_dir, expanded.run_id, manifest, pd.DataFrame(), pd.DataFrame(), {})
         return manifest
     bar.close()
     write_result(out_dir, result)
     return result.manifest
-
-
-def _failed_manifest(expanded: ExpandedRun, exc: Exception, wall: float) -> dict[str, Any]:
-    nan = float("nan")
-    return {
-        "name": expanded.scenario.name,
-        "run_id": expanded.run_id,
-        "config": expanded.config,
-        "config_hash": expanded.config_hash,
-        "seed": expanded.scenario.seed,
-        "status": Status.FAILED.value,
-        "versions": versions(),
-        "wall_seconds": wall,
-        "n_commits": 0,
-        "final": dict.fromkeys(EVAL_COLUMNS, nan),
-        "staleness": {"mean": nan, "var": nan, "max": nan},
-        "trace_sha256": "",
-        "params_sha256": results.params_sha256({}),
-        "sweep": expanded.sweep_values,
-        "repeat": expanded.repeat,
-        "error": "".join(traceback.format_exception_only(type(exc), exc)).strip(),
-    }
-
-
-def _row(manifest: Mapping[str, Any], skipped: bool = False) -> SweepRow:
-    final, stale = manifest["final"], manifest["staleness"]
-    return SweepRow(
-        run_id=manifest["run_id"],
-        sweep=dict(manifest["sweep"]),
-        status=manifest["status"],
-        train_loss=_num(final.get("train_loss")),
-        test_accuracy=_num(final.get("test_accuracy")),
-        staleness_mean=_num(stale.get("mean")),
-        wall_seconds=_num(manifest["wall_seconds"]),
-        skipped=skipped,
-    )
-
-
-def _num(value: Any) -> float:
-    return float("nan") if value is None else float(value)
-
-
-def versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {}
-    for package in ("gemsim", "jax", "jaxlib", "simpy", "numpy", "optax", "pydantic"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = "not installed"
-    return found
 
 
 def _require(scenario: Scenario, block: str):

@@ -5,7 +5,7 @@ and the seconds the PS spent serving it. `fit_distribution` turns such samples i
 law the scenario schema can express; `calibrate_trace` does it for a whole trace: one
 compute law per contiguous run of indistinguishable workers, and one service law.
 
-Model selection: every family is fitted by maximum likelihood with its location fixed
+Model selection: every family is fitted by maximum likelihood (`mle.py`) with its location fixed
 at 0 (the schema's laws have no shift; Pareto starts at its scale), and the smallest
 BIC ``k ln(n) - 2 log L`` wins (exponential has k = 1 parameter, the others 2). The
 penalty only matters between exponential and the gamma and Weibull laws, which contain
@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from .mle import bic, mle_fit
 from .trace import CommitTrace
 
 FAMILIES: tuple[str, ...] = ("exponential", "lognormal", "gamma", "weibull", "pareto")
@@ -58,8 +59,6 @@ SIGNIFICANT = 6
 GROUP_ALPHA = 0.01
 GROUP_TOLERANCE = 0.05
 DEGENERATE_RTOL = 1e-9
-
-_N_PARAMS = {"exponential": 1, "lognormal": 2, "gamma": 2, "weibull": 2, "pareto": 2}
 
 
 @dataclass(frozen=True)
@@ -206,10 +205,10 @@ def fit_distribution(
         return Fit("constant", {"value": value}, math.nan, math.nan, n, reason="all equal")
     if n < min_samples:
         return _empirical(x, max_empirical, f"{n} samples < {min_samples}: too few to fit")
-    candidates = [c for family in families if (c := _candidate(family, x)) is not None]
+    candidates = [c for family in families if (c := mle_fit(family, x)) is not None]
     if not candidates:
         return _empirical(x, max_empirical, "no family could be fitted")
-    family, params, frozen, loglik = min(candidates, key=lambda c: _bic(c[0], c[3], n))
+    family, params, frozen, loglik = min(candidates, key=lambda c: bic(c[0], c[3], n))
     from scipy import stats
 
     pvalue = float(stats.kstest(x, frozen.cdf).pvalue)
@@ -361,72 +360,6 @@ def _check_families(families: Sequence[str]) -> tuple[str, ...]:
             f"families must be a non-empty subset of {', '.join(FAMILIES)}; got {list(chosen)}"
         )
     return chosen
-
-
-def _bic(family: str, loglik: float, n: int) -> float:
-    return _N_PARAMS[family] * math.log(n) - 2.0 * loglik
-
-
-def _candidate(family: str, x: np.ndarray) -> tuple[str, dict[str, float], Any, float] | None:
-    """``(family, params, frozen scipy law, log-likelihood)``, or None if it cannot fit."""
-    if family != "exponential" and x.min() <= 0:
-        return None  # the other families' densities vanish or blow up at 0
-    try:
-        params, frozen = _FITTERS[family](x)
-        loglik = float(np.sum(frozen.logpdf(x)))
-    except (ValueError, RuntimeError, FloatingPointError, OverflowError):
-        return None
-    if not math.isfinite(loglik) or not all(math.isfinite(v) and v > 0 for v in params.values()):
-        return None
-    return family, params, frozen, loglik
-
-
-def _fit_exponential(x: np.ndarray) -> tuple[dict[str, float], Any]:
-    from scipy import stats
-
-    mean = float(x.mean())  # closed-form MLE
-    return {"mean": mean}, stats.expon(scale=mean)
-
-
-def _fit_lognormal(x: np.ndarray) -> tuple[dict[str, float], Any]:
-    from scipy import stats
-
-    logs = np.log(x)  # closed-form MLE: mean and (population) spread of the logs
-    median, sigma = float(np.exp(logs.mean())), float(logs.std())
-    return {"median": median, "sigma": sigma}, stats.lognorm(sigma, scale=median)
-
-
-def _fit_gamma(x: np.ndarray) -> tuple[dict[str, float], Any]:
-    from scipy import stats
-
-    shape, _, scale = stats.gamma.fit(x, floc=0)
-    law = stats.gamma(shape, scale=scale)
-    return {"mean": float(shape * scale), "shape": float(shape)}, law
-
-
-def _fit_weibull(x: np.ndarray) -> tuple[dict[str, float], Any]:
-    from scipy import stats
-
-    shape, _, scale = stats.weibull_min.fit(x, floc=0)
-    law = stats.weibull_min(shape, scale=scale)
-    return {"scale": float(scale), "shape": float(shape)}, law
-
-
-def _fit_pareto(x: np.ndarray) -> tuple[dict[str, float], Any]:
-    from scipy import stats
-
-    scale = float(x.min())  # closed-form MLE: the smallest sample, then Hill's estimator
-    alpha = x.size / float(np.sum(np.log(x / scale)))
-    return {"scale": scale, "alpha": alpha}, stats.pareto(alpha, scale=scale)
-
-
-_FITTERS: dict[str, Callable[[np.ndarray], tuple[dict[str, float], Any]]] = {
-    "exponential": _fit_exponential,
-    "lognormal": _fit_lognormal,
-    "gamma": _fit_gamma,
-    "weibull": _fit_weibull,
-    "pareto": _fit_pareto,
-}
 
 
 def _empirical(x: np.ndarray, max_values: int, reason: str) -> Fit:
