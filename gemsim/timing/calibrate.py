@@ -43,10 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from .mle import bic, mle_fit
+from .mle import N_PARAMS, bic, mle_fit
 from .trace import CommitTrace
 
-FAMILIES: tuple[str, ...] = ("exponential", "lognormal", "gamma", "weibull", "pareto")
+FAMILIES: tuple[str, ...] = tuple(N_PARAMS)
 """Parametric families `fit_distribution` tries, in the scenario's parameterisation."""
 
 SPLITTABLE: tuple[str, ...] = ("exponential", "gamma")
