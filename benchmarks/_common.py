@@ -23,7 +23,7 @@ import psutil
 
 import gemsim.engine
 from gemsim.engine import BatchedExecutor
-from gemsim.engine.choice import ExecutorKind, resolve_executor
+from gemsim.engine._choice import ExecutorKind, resolve_executor
 from gemsim.problems import Cnn, Mnist5k, make_problem
 from gemsim.rules import gem
 from gemsim.timing import Budget, ClusterSpec, LogNormal, WorkerSpec, simulate

@@ -21,7 +21,7 @@ variants): both sides measure training throughput. Every variant runs once per r
 after one warm-up (compiling) call each; figures are
 medians over rounds. The ratio is best executor / best synchronous figure per n, both as
 the ratio of medians and as the median of the per-round ratios (robust to other load). The bar
-(DESIGN.md section 9): >= 0.85 on CPU at n = 8 and n = 100; on a GPU, batched >= 10x
+(docs/design.md §9): >= 0.85 on CPU at n = 8 and n = 100; on a GPU, batched >= 10x
 sequential at n = 100 and >= 0.5 of synchronous batch-n*b training.
 
 Default commits per execution: 512 at n <= 8, 1,024 above; synchronous variants process

@@ -4,7 +4,7 @@ Runs ``gemsim.timing.simulate`` for n = 10, 100 and 1000 workers with log-normal
 times and a budget of 200,000 commits, once with network and server times off and once
 with them on (log-normal pull and push latency plus the model transfer over a given
 bandwidth, log-normal service at the PS). Each configuration is run ``--repeats`` times
-and the median rate is reported. The bar (DESIGN.md section 9) is >= 50,000 commits/s
+and the median rate is reported. The bar (docs/design.md §9) is >= 50,000 commits/s
 at n = 100 with network and service on; the goal is 100,000.
 
 Usage::

@@ -7,23 +7,21 @@ The Python API mirrors the command line::
     trace = gemsim.simulate_timing(scenario)      # CommitTrace, no gradients
     result = gemsim.run(scenario)                 # RunResult: params, trace, metrics, manifest
     frame = gemsim.load_results("results/quickstart")   # one tidy DataFrame over a sweep
+
+Every name is imported on first use (PEP 562), so ``import gemsim`` loads none of JAX,
+pandas or matplotlib; each stage loads what it needs when it is called.
 """
 
-__version__ = "0.1.0"
+from gemsim._lazy import lazy_exports
 
-from gemsim.results import load_results as load_results
-from gemsim.scenario import load_scenario as load_scenario
-from gemsim.scenario import simulate_timing as simulate_timing
-from gemsim.scenario.run import RunResult as RunResult
-from gemsim.scenario.run import run as run
-from gemsim.scenario.run import run_file as run_file
+__version__ = "0.2.0"
 
-__all__ = [
-    "RunResult",
-    "__version__",
-    "load_results",
-    "load_scenario",
-    "run",
-    "run_file",
-    "simulate_timing",
-]
+__getattr__, __dir__, _names = lazy_exports(
+    __name__,
+    {
+        "gemsim.config": ["load_scenario"],
+        "gemsim.app": ["RunResult", "run", "run_file", "simulate_timing"],
+        "gemsim.results": ["load_results"],
+    },
+)
+__all__ = ["__version__", *_names]

@@ -1,59 +1,96 @@
-"""The `gemsim` command: parse, call the library, print. User errors exit with code 2."""
+"""The `gemsim` command: parse, call `gemsim.app`, print. Nothing else lives here.
+
+Exit codes: 0 every run finished (`ok`, or `diverged`: a divergence is a result); 1 a
+`validate` check failed; 2 a user error (a bad file, field, value or argument; never a
+traceback; checked for every run before the first starts); 3 some run `failed` (its id and
+first error line go to stderr); 130 / 143 interrupted by SIGINT / SIGTERM.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import json
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from gemsim.scenario import ScenarioError
+from gemsim import __version__
+from gemsim._checks import UserError
+
+EXIT_CODES = """Exit codes: 0 every run ok or diverged; 1 a validate check failed; 2 a user error
+(bad file, field, value or argument); 3 some run failed; 130/143 interrupted."""
 
 app = typer.Typer(
-    add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="gemsim: simulate staleness in asynchronous SGD, with real gradients.",
+    rich_markup_mode=None,
+    help="gemsim: simulate staleness in asynchronous SGD, with real gradients.\n\n" + EXIT_CODES,
 )
+
+
+class Backend(StrEnum):
+    sim = "sim"
+    process = "process"
+    ray = "ray"
+
+
+class RealBackend(StrEnum):
+    process = "process"
+    ray = "ray"
+
 
 ScenarioFile = Annotated[Path, typer.Argument(help="Scenario file (.yaml or .toml).")]
 SetOption = Annotated[
     list[str] | None,
     typer.Option("--set", help="Override a field: path=value (value read as YAML). Repeatable."),
 ]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of text.")]
-BackendOption = Annotated[
-    str,
-    typer.Option(
-        help="sim (the simulator), process (real worker processes) or ray (gemsim[ray]).",
-    ),
+JsonFlag = Annotated[
+    bool, typer.Option("--json", help="Print JSON Lines: one strict JSON object per run.")
 ]
+QuietFlag = Annotated[bool, typer.Option("--quiet", help="No progress bar.")]
+OutDir = Annotated[Path | None, typer.Option(help="Results folder (default results/<name>).")]
 AddressOption = Annotated[
     str | None,
     typer.Option(help="ray only: the address of a running cluster (ray start --head)."),
 ]
 
 
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"gemsim {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """gemsim: simulate staleness in asynchronous SGD, with real gradients."""
+
+
 def user_errors(func):
-    """Turn the errors a user can fix into one message on stderr and exit code 2."""
+    """Errors the user can fix: one message on stderr and exit code 2, no traceback."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except (ScenarioError, UserInputError) as exc:
+        except UserError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(code=2) from None
 
     return wrapper
 
 
-class UserInputError(ValueError):
-    """A bad argument that is not part of a scenario file (e.g. a missing trace file)."""
+def _echo_json(value) -> None:
+    from gemsim.app import json_line
+
+    typer.echo(json_line(value))
 
 
 @app.command()
@@ -64,40 +101,47 @@ def trace(
     set_: SetOption = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Timing only, no gradients: staleness statistics, throughput, histogram."""
-    from gemsim.scenario import trace_scenario
+    """Timing only, no gradients: staleness statistics, throughput, histogram.
 
-    reports = trace_scenario(file, overrides=set_ or [], out=out)
-    if as_json:
-        payload = reports[0] if len(reports) == 1 else {"runs": reports}
-        typer.echo(json.dumps(payload, indent=2, default=float))
-        return
-    for report in reports:
-        typer.echo(render_trace_report(report))
+    Example: gemsim trace scenarios/timing/lognormal.yaml --set workers.count=32
+    """
+    from gemsim.app import trace_scenario
+    from gemsim.app._render import render_trace_report
+
+    for report in trace_scenario(file, overrides=set_ or [], out=out):
+        if as_json:
+            _echo_json(report)
+        else:
+            typer.echo(render_trace_report(report))
 
 
 @app.command()
 @user_errors
 def run(
     file: ScenarioFile,
-    out: Annotated[
-        Path | None, typer.Option(help="Results folder (default results/<name>).")
-    ] = None,
+    out: OutDir = None,
     set_: SetOption = None,
     resume: Annotated[
-        bool, typer.Option(help="Skip runs already finished with this config.")
+        bool, typer.Option(help="Skip runs already finished (same identity).")
     ] = False,
-    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    quiet: QuietFlag = False,
     as_json: JsonFlag = False,
-    backend: BackendOption = "sim",
+    backend: Annotated[Backend, typer.Option(help="sim, or a real backend.")] = Backend.sim,
     address: AddressOption = None,
 ) -> None:
     """Run every point of the scenario's sweep: timing, then real gradients; write run folders.
 
     With --backend process (or ray) each point runs for real in worker processes (actors)
-    and its recorded trace is written instead of a simulated one.
+    and its recorded trace is written instead of a simulated one. Exit code 3 when a run
+    failed.
+
+    Example: gemsim run scenarios/quickstart.yaml --set workers.count=16 --out results/qs16
     """
-    from gemsim.scenario.run import run_file
+    from gemsim.app import run_file
+    from gemsim.app._render import render_summary
+
+    def as_line(out_dir: Path, row) -> None:
+        _echo_json({"results": str(out_dir), **_fields(row)})
 
     out_dir, rows = run_file(
         file,
@@ -105,15 +149,29 @@ def run(
         overrides=set_ or [],
         resume=resume,
         quiet=quiet,
-        backend=backend,
+        backend=backend.value,
         address=address,
+        on_row=as_line if as_json else None,
     )
-    if as_json:
-        payload = {"results": str(out_dir), "runs": [dataclasses.asdict(r) for r in rows]}
-        typer.echo(json.dumps(payload, indent=2, default=float))
-        return
-    typer.echo(render_summary(rows))
-    typer.echo(f"results in {out_dir}/ (load with gemsim.load_results({str(out_dir)!r}))")
+    if not as_json:
+        typer.echo(render_summary(rows))
+        typer.echo(f"results in {out_dir}/ (load with gemsim.load_results({str(out_dir)!r}))")
+    _exit_on_failures(rows)
+
+
+def _fields(row) -> dict:
+    import dataclasses
+
+    return dataclasses.asdict(row)
+
+
+def _exit_on_failures(rows) -> None:
+    failed = [r for r in rows if r.status == "failed"]
+    if failed:
+        for r in failed:
+            first = (r.error or "").splitlines()[0] if r.error else "no error recorded"
+            typer.echo(f"run {r.run_id} failed: {first}", err=True)
+        raise typer.Exit(code=3)
 
 
 @app.command()
@@ -124,28 +182,26 @@ def replay(
         typer.Argument(help="A trace.parquet (gemsim trace --out) or a run folder holding one."),
     ],
     file: ScenarioFile,
-    out: Annotated[
-        Path | None, typer.Option(help="Results folder (default results/<name>).")
-    ] = None,
+    out: OutDir = None,
     set_: SetOption = None,
-    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Execute a saved commit trace with the scenario's rule and problem."""
-    from gemsim.scenario.run import replay_file
+    """Execute a saved commit trace with the scenario's rule and problem (its own run folder,
+    never the folder of the run the trace came from).
+
+    Example: gemsim replay results/real/3f2a9c1d4e5b scenarios/sim_vs_real.yaml
+    """
+    from gemsim.app import replay_file
+    from gemsim.app._render import render_summary
 
     out_dir, row = replay_file(trace_file, file, out=out, overrides=set_ or [], quiet=quiet)
     if as_json:
-        typer.echo(
-            json.dumps(
-                {"results": str(out_dir), "runs": [dataclasses.asdict(row)]},
-                indent=2,
-                default=float,
-            )
-        )
-        return
-    typer.echo(render_summary([row]))
-    typer.echo(f"results in {out_dir}/")
+        _echo_json({"results": str(out_dir), **_fields(row)})
+    else:
+        typer.echo(render_summary([row]))
+        typer.echo(f"results in {out_dir}/")
+    _exit_on_failures([row])
 
 
 @app.command()
@@ -159,13 +215,13 @@ def plot(
     ] = None,
 ) -> None:
     """Write the standard figures that fit the results found (loss curves, final loss vs
-    workers, staleness, pi, energy)."""
-    from gemsim.results import plot_run_folder
+    workers, staleness, pi, energy).
 
-    if not results_dir.is_dir():
-        raise UserInputError(f"{results_dir}: no such results folder")
-    written = plot_run_folder(results_dir, out or results_dir / "plots")
-    for path in written:
+    Example: gemsim plot results/quickstart
+    """
+    from gemsim.app import plot_results
+
+    for path in plot_results(results_dir, out):
         typer.echo(str(path))
 
 
@@ -180,15 +236,19 @@ def calibrate(
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Fit latency laws to a run's measured times and write them as a scenario."""
-    from gemsim.scenario import calibrate_folder
+    """Fit latency laws to a run's measured times and write them as a scenario.
+
+    Example: gemsim calibrate results/real/3f2a9c1d4e5b --out calibrated.yaml
+    """
+    from gemsim.app import calibrate_folder
+    from gemsim.app._render import render_fits
 
     calibrated = calibrate_folder(run_dir)
     path = calibrated.write(out)
     if as_json:
-        payload = {"scenario": str(path), "run_id": calibrated.run_id}
-        payload["fits"] = calibrated.fit_rows()
-        typer.echo(json.dumps(payload, indent=2, default=float))
+        _echo_json(
+            {"scenario": str(path), "run_id": calibrated.run_id, "fits": calibrated.fit_rows()}
+        )
         return
     typer.echo(render_fits(calibrated.fit_rows()))
     typer.echo(f"calibrated scenario written to {path}")
@@ -198,13 +258,13 @@ def calibrate(
 @user_errors
 def validate(
     file: ScenarioFile,
-    backend: Annotated[str, typer.Option(help="process (default) or ray.")] = "process",
+    backend: Annotated[RealBackend, typer.Option(help="The real backend.")] = RealBackend.process,
     out: Annotated[
         Path | None, typer.Option(help="Results folder (default results/<name>-validate).")
     ] = None,
     set_: SetOption = None,
     address: AddressOption = None,
-    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    quiet: QuietFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Real run -> replay of its trace -> calibration -> simulation; exit 0 only if all agree.
@@ -212,98 +272,91 @@ def validate(
     Checks: replay max abs parameter difference <= 1e-5 * (1 + max |theta|); staleness
     total-variation distance within the simulator's own seed-to-seed spread (+0.05);
     throughput ratio within [0.8, 1.25]. Exit code 1 when a check fails.
+
+    Example: gemsim validate scenarios/sim_vs_real.yaml --json
     """
-    from gemsim.scenario.validate import validate_file
+    from gemsim.app import validate_file
+    from gemsim.app._render import render_validation
 
     report = validate_file(
-        file, backend=backend, out=out, overrides=set_ or [], address=address, quiet=quiet
+        file, backend=backend.value, out=out, overrides=set_ or [], address=address, quiet=quiet
     )
     if as_json:
-        typer.echo(json.dumps(report.to_json(), indent=2, default=float))
+        _echo_json(report.to_json())
     else:
         typer.echo(render_validation(report))
     if not report.passed:
         raise typer.Exit(code=1)
 
 
-def render_summary(rows) -> str:
-    header = (
-        f"{'run id':<12}  {'status':<8}  {'train loss':>10}  {'test acc':>8}  "
-        f"{'staleness':>9}  {'wall s':>7}  sweep"
-    )
-    lines = [header, "-" * len(header)]
-    for r in rows:
-        sweep = ", ".join(f"{k}={_short(v)}" for k, v in r.sweep.items())
-        status = r.status + ("*" if r.skipped else "")
-        lines.append(
-            f"{r.run_id:<12}  {status:<8}  {r.train_loss:>10.4f}  {r.test_accuracy:>8.4f}  "
-            f"{r.staleness_mean:>9.2f}  {r.wall_seconds:>7.1f}  {sweep}"
-        )
-    if any(r.skipped for r in rows):
-        lines.append("* finished earlier; skipped by --resume")
-    return "\n".join(lines)
+@app.command()
+@user_errors
+def show(
+    target: Annotated[Path, typer.Argument(help="A scenario file, or a run folder.")],
+    set_: SetOption = None,
+    out: OutDir = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A scenario file: the resolved scenario and every expanded run with its id, and which of
+    them `run --resume` would skip. A run folder: its manifest and provenance.
+
+    Example: gemsim show scenarios/quickstart.yaml; gemsim show results/quickstart/<run_id>
+    """
+    from gemsim.app import show_file, show_run
+    from gemsim.app._render import render_show_file, render_show_run
+
+    if target.is_dir():
+        manifest = show_run(target)
+        typer.echo(_json_or(as_json, manifest, render_show_run))
+        return
+    shown = show_file(target, overrides=set_ or [], out=out)
+    if as_json:
+        for row in shown["runs"]:
+            _echo_json(row)
+        return
+    typer.echo(render_show_file(shown))
 
 
-def render_validation(report) -> str:
-    verdict = {True: "ok", False: "FAILED"}
-    c = report.checks
-    lines = [
-        f"replay      max |diff| {report.replay_max_abs_diff:.3g} "
-        f"(bar {report.replay_bar:.3g})  {verdict[c['replay']]}",
-        f"staleness   TV {report.staleness_tv:.3f} "
-        f"(threshold {report.staleness_tv_threshold:.3f})  {verdict[c['staleness']]}",
-        f"throughput  real/sim {report.throughput_ratio:.3f} "
-        f"({report.real_commits_per_s:.1f} vs {report.simulated_commits_per_s:.1f} commits/s, "
-        f"band {report.throughput_band[0]}-{report.throughput_band[1]})  "
-        f"{verdict[c['throughput']]}",
-        f"{'passed' if report.passed else 'FAILED'}; real run {report.real_run}, "
-        f"calibrated scenario {report.calibrated_scenario}",
-    ]
-    return "\n".join(lines)
+def _json_or(as_json: bool, value, render) -> str:
+    from gemsim.app import json_line
+
+    return json_line(value) if as_json else render(value)
 
 
-def render_fits(rows) -> str:
-    header = f"{'what':<24}  {'n':>7}  {'KS p':>8}  law"
-    lines = [header, "-" * len(header)]
-    for r in rows:
-        p = "-" if r["ks_pvalue"] is None else f"{r['ks_pvalue']:.3g}"
-        lines.append(f"{r['what']:<24}  {r['n']:>7}  {p:>8}  {r['law']}")
-        if r["family"] == "empirical":
-            lines.append(f"{'':<24}  {'':>7}  {'':>8}  ({r['reason']})")
-    return "\n".join(lines)
+@app.command("ls")
+@user_errors
+def ls(
+    results_dir: Annotated[Path, typer.Argument(help="A results folder written by gemsim run.")],
+    sort: Annotated[
+        str | None, typer.Option(help="Sort by a column (e.g. final_train_loss, wall_seconds).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """One row per run: id, kind, status, swept fields, final metrics, wall time.
+
+    Example: gemsim ls results/quickstart --sort final_train_loss
+    """
+    from gemsim.app import list_runs
+    from gemsim.app._render import render_listing
+
+    rows = list_runs(results_dir, sort=sort)
+    if as_json:
+        for row in rows:
+            _echo_json(row)
+        return
+    typer.echo(render_listing(rows))
 
 
-def _short(value) -> str:
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
-    return str(value)
+@app.command()
+@user_errors
+def schema() -> None:
+    """Print the scenario file's JSON Schema (for editors and validators).
 
+    Example: gemsim schema > gemsim-scenario.schema.json
+    """
+    from gemsim.app import schema_json
 
-def render_trace_report(report: dict) -> str:
-    from gemsim.timing import format_histogram
-
-    head = f"run {report['run_id']}" + (f"  sweep {report['sweep']}" if report["sweep"] else "")
-    lines = [
-        head,
-        f"  commits             {report['commits']}",
-        f"  virtual seconds     {report['duration']:.6g}",
-        f"  commits / second    {report['commits_per_second']:.6g}",
-        f"  PS utilisation      {report['ps_utilisation']:.3f}",
-        f"  staleness mean      {report['staleness_mean']:.4g}   var {report['staleness_var']:.4g}",
-        f"  staleness p50/p99   {report['staleness_p50']:.4g} / {report['staleness_p99']:.4g}"
-        f"   max {report['staleness_max']}",
-    ]
-    workers = report["per_worker"]
-    shown = workers if len(workers) <= 16 else workers[:8] + workers[-8:]
-    lines.append(
-        "  worker  commits  mean staleness" + ("  (first and last 8)" if shown != workers else "")
-    )
-    lines += [f"  {w['worker']:>6}  {w['commits']:>7}  {w['staleness_mean']:>14.4g}" for w in shown]
-    lines.append("  staleness histogram")
-    lines.append(format_histogram(report["histogram"]))
-    if report.get("trace_path"):
-        lines.append(f"  trace written to {report['trace_path']}")
-    return "\n".join(lines)
+    typer.echo(schema_json())
 
 
 def main() -> None:  # pragma: no cover - console entry point

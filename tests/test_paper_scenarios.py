@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import gemsim
-from gemsim.scenario import expand
+from gemsim.config import expand
 
 PAPER = Path(__file__).resolve().parents[1] / "scenarios" / "paper"
 FILES = sorted(PAPER.glob("*.yaml"))
@@ -44,7 +44,7 @@ def test_paper_scenario_loads_and_expands(path):
     assert scenario.problem.dataset.name == "mnist-5k" and scenario.problem.model.name == "cnn"
     runs = expand(scenario, source=str(path), base_dir=path.parent)
     assert {_point(run) for run in runs} == EXPECTED[path.stem]
-    assert len({run.run_id for run in runs}) == len(runs)
+    assert len({run.config_hash for run in runs}) == len(runs)
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)

@@ -1,16 +1,16 @@
-"""Executing a commit trace with real gradients (DESIGN.md §5)."""
+"""Executing a commit trace with real gradients (docs/design.md §5)."""
 
-from .batched import BatchedExecutor as BatchedExecutor
-from .choice import ExecutorKind as ExecutorKind
-from .choice import resolve_executor as resolve_executor
-from .executor import EngineResult as EngineResult
-from .executor import Executor as Executor
-from .executor import chunk_sizes as chunk_sizes
-from .plan import ExecutionPlan as ExecutionPlan
-from .plan import make_plan as make_plan
-from .sequential import SequentialExecutor as SequentialExecutor
-from .step import Carry as Carry
-from .step import StepInput as StepInput
-from .step import StepOutput as StepOutput
-from .step import make_step as make_step
-from .step import step_inputs as step_inputs
+from ._batched import BatchedExecutor as BatchedExecutor
+from ._choice import ExecutorKind as ExecutorKind
+from ._choice import resolve_executor as resolve_executor
+from ._executor import EngineResult as EngineResult
+from ._executor import Executor as Executor
+from ._executor import chunk_sizes as chunk_sizes
+from ._plan import ExecutionPlan as ExecutionPlan
+from ._plan import make_plan as make_plan
+from ._sequential import SequentialExecutor as SequentialExecutor
+from ._step import Carry as Carry
+from ._step import StepInput as StepInput
+from ._step import StepOutput as StepOutput
+from ._step import make_step as make_step
+from ._step import step_inputs as step_inputs

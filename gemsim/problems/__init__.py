@@ -5,36 +5,37 @@ Build one with :func:`make_problem` from a model spec and a dataset spec::
     problem = make_problem(Cnn(), Mnist5k(), batch_size=64, seed=0)
     batch = problem.batch(worker, step)
     grads = jax.grad(problem.loss)(params, batch, batch.key)
+
+Names are exported lazily: the specs and sizes (``Cnn``, ``data_shape``, ...) import no JAX,
+so the timing side can ask a problem's size without paying for the rest.
 """
 
-from ._batch import Batch as Batch
-from ._cnn import IM2COL as IM2COL
-from ._cnn import ConvOps as ConvOps
-from ._cnn import cnn_apply as cnn_apply
-from ._cnn import cnn_init as cnn_init
-from ._datasets import MNIST_MEAN as MNIST_MEAN
-from ._datasets import MNIST_STD as MNIST_STD
-from ._datasets import SPLIT_SEED as SPLIT_SEED
-from ._datasets import Dataset as Dataset
-from ._datasets import load_dataset as load_dataset
-from ._download import MNIST_FILES as MNIST_FILES
-from ._download import MNIST_MIRRORS as MNIST_MIRRORS
-from ._download import download_mnist as download_mnist
-from ._idx import read_idx as read_idx
-from ._idx import write_idx as write_idx
-from ._keys import KeyTag as KeyTag
-from ._layers import Model as Model
-from ._layers import cross_entropy as cross_entropy
-from ._problem import Problem as Problem
-from ._problem import make_problem as make_problem
-from ._quadratic import quadratic_curvature as quadratic_curvature
-from ._specs import Cnn as Cnn
-from ._specs import DatasetSpec as DatasetSpec
-from ._specs import Digits as Digits
-from ._specs import Logistic as Logistic
-from ._specs import Mlp as Mlp
-from ._specs import Mnist as Mnist
-from ._specs import Mnist5k as Mnist5k
-from ._specs import ModelSpec as ModelSpec
-from ._specs import Quadratic as Quadratic
-from ._specs import Synthetic as Synthetic
+from gemsim._lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "._batch": ["Batch"],
+        "._cnn": ["IM2COL", "ConvOps", "cnn_apply", "cnn_init"],
+        "._datasets": ["MNIST_MEAN", "MNIST_STD", "SPLIT_SEED", "Dataset", "load_dataset"],
+        "._download": ["MNIST_FILES", "MNIST_MIRRORS", "download_mnist"],
+        "._idx": ["read_idx", "read_idx_shape", "write_idx"],
+        "._keys": ["KeyTag"],
+        "._layers": ["Model", "cross_entropy"],
+        "._problem": ["Problem", "make_problem"],
+        "._quadratic": ["quadratic_curvature"],
+        "._sizes": ["DataShape", "data_shape", "param_count"],
+        "._specs": [
+            "Cnn",
+            "DatasetSpec",
+            "Digits",
+            "Logistic",
+            "Mlp",
+            "Mnist",
+            "Mnist5k",
+            "ModelSpec",
+            "Quadratic",
+            "Synthetic",
+        ],
+    },
+)

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from gemsim.types import PyTree
 
 from ._layers import Layout, Model, dense, dense_layout, fan_in_uniform_init
-from ._specs import Cnn
+from ._specs import CNN_CHANNELS, CNN_HIDDEN, CNN_KERNEL, Cnn
 
 __all__ = [
     "IM2COL",
@@ -37,9 +37,7 @@ __all__ = [
     "max_pool_2x2",
 ]
 
-KERNEL = 5
-CHANNELS = (1, 10, 20)
-HIDDEN = (320, 300, 200)
+KERNEL, CHANNELS, HIDDEN = CNN_KERNEL, CNN_CHANNELS, CNN_HIDDEN
 
 
 class ConvOps(NamedTuple):

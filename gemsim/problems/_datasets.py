@@ -20,12 +20,12 @@ MNIST pixels are mapped as ``(p / 255 - 0.1307) / 0.3081``.
 from __future__ import annotations
 
 import importlib.resources
-import os
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
+from ._data_files import mnist_files
 from ._idx import read_idx
 from ._keys import KeyTag, host_rng
 from ._specs import DatasetSpec, Digits, Mnist, Mnist5k, Synthetic
@@ -109,42 +109,6 @@ def load_digits() -> Dataset:
     return data._replace(x_train=scale(data.x_train), x_test=scale(data.x_test))
 
 
-MNIST_IDX_NAMES = (
-    "train-images-idx3-ubyte",
-    "train-labels-idx1-ubyte",
-    "t10k-images-idx3-ubyte",
-    "t10k-labels-idx1-ubyte",
-)
-
-
-def resolve_mnist_dir(spec: Mnist) -> Path:
-    """The directory of the IDX files: ``spec.data_dir``, else ``$GEMSIM_DATA``."""
-    if spec.data_dir is not None:
-        where, directory = "Mnist(data_dir=...)", spec.data_dir
-    else:
-        where, directory = "$GEMSIM_DATA", os.environ.get("GEMSIM_DATA", "")
-    if not directory:
-        raise ValueError(
-            "dataset mnist needs the IDX files' directory: set Mnist(data_dir=...) (data_dir in "
-            "the scenario) or the environment variable GEMSIM_DATA; neither is set. Fetch the "
-            "files with gemsim.problems.download_mnist(DIR)."
-        )
-    path = Path(directory).expanduser()
-    if not path.is_dir():
-        raise FileNotFoundError(f"dataset mnist: {where} = {directory!r} is not a directory")
-    return path
-
-
-def _idx_file(directory: Path, name: str) -> Path:
-    for candidate in (directory / name, directory / f"{name}.gz"):
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"dataset mnist: neither {name} nor {name}.gz is in {directory}; fetch the files with "
-        "gemsim.problems.download_mnist(DIR)"
-    )
-
-
 def _check_mnist_pair(images: np.ndarray, labels: np.ndarray, paths: tuple[Path, Path]) -> None:
     if images.ndim != 3 or images.shape[1:] != (28, 28) or images.dtype != np.uint8:
         raise ValueError(
@@ -162,8 +126,7 @@ def _check_mnist_pair(images: np.ndarray, labels: np.ndarray, paths: tuple[Path,
 
 def load_mnist(spec: Mnist) -> Dataset:
     """The full MNIST IDX files (plain or gzipped) from the spec's directory."""
-    directory = resolve_mnist_dir(spec)
-    paths = [_idx_file(directory, name) for name in MNIST_IDX_NAMES]
+    paths = mnist_files(spec)
     arrays = [read_idx(p) for p in paths]
     _check_mnist_pair(arrays[0], arrays[1], (paths[0], paths[1]))
     _check_mnist_pair(arrays[2], arrays[3], (paths[2], paths[3]))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["read_idx", "write_idx"]
+__all__ = ["read_idx", "read_idx_shape", "write_idx"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -43,22 +43,8 @@ def _read_bytes(path: Path) -> bytes:
         ) from err
 
 
-def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
-    """Reads one IDX file (plain or gzipped) into a native-endian numpy array.
-
-    Args:
-      path: the file.
-
-    Returns:
-      The array, with the file's shape and dtype (uint8 for MNIST).
-
-    Raises:
-      FileNotFoundError: the file does not exist.
-      ValueError: the file is not a well-formed IDX file; the message names the
-        file and what is wrong with it.
-    """
-    path = Path(path)
-    raw = _read_bytes(path)
+def _header(raw: bytes, path: Path) -> tuple[int, tuple[int, ...], int]:
+    """(type byte, shape, header length) of the IDX bytes ``raw`` (at least the header)."""
     if len(raw) < 4:
         raise ValueError(
             f"{path}: not an IDX file: {len(raw)} bytes, shorter than the 4-byte magic"
@@ -76,6 +62,42 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     if len(raw) < header:
         raise ValueError(f"{path}: truncated IDX header: {ndim} dimensions need {header} bytes")
     shape = tuple(int(s) for s in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    return code, shape, header
+
+
+def read_idx_shape(path: str | os.PathLike[str]) -> tuple[int, ...]:
+    """The shape an IDX file declares, from its header alone (the data is not read)."""
+    path = Path(path)
+    with path.open("rb") as fh:
+        gz = fh.read(2) == _GZIP_MAGIC
+    try:
+        with gzip.open(path, "rb") if gz else path.open("rb") as fh:
+            head = fh.read(4)
+            head += fh.read(4 * head[3]) if len(head) == 4 else b""
+    except (OSError, EOFError, zlib.error) as err:
+        raise ValueError(
+            f"{path}: corrupt gzip data ({err}); delete the file and fetch it again"
+        ) from err
+    return _header(head, path)[1]
+
+
+def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
+    """Reads one IDX file (plain or gzipped) into a native-endian numpy array.
+
+    Args:
+      path: the file.
+
+    Returns:
+      The array, with the file's shape and dtype (uint8 for MNIST).
+
+    Raises:
+      FileNotFoundError: the file does not exist.
+      ValueError: the file is not a well-formed IDX file; the message names the
+        file and what is wrong with it.
+    """
+    path = Path(path)
+    raw = _read_bytes(path)
+    code, shape, header = _header(raw, path)
     dtype = _IDX_DTYPES[code]
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     found = len(raw) - header

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from gemsim._checks import check_int, check_real
+
 __all__ = [
     "Cnn",
     "DatasetSpec",
@@ -26,19 +28,21 @@ __all__ = [
 
 
 def _check_int(owner: str, name: str, value: object, minimum: int) -> None:
-    # bool is an int subclass; `hidden=(True,)` is a typo, not a width.
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{owner}: {name} must be an integer >= {minimum}, got {value!r}")
+    check_int(f"{owner}: {name}", value, minimum)
 
 
 def _check_float(owner: str, name: str, value: object, low: float, high: float = math.inf) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{owner}: {name} must be a number, got {value!r}")
-    if not (math.isfinite(value) and low <= value <= high):
-        raise ValueError(f"{owner}: {name} must be finite and in [{low}, {high}], got {value!r}")
+    check_real(f"{owner}: {name}", value, low=low, high=high)
 
 
 # ----------------------------------------------------------------------------- models
+
+
+# The CNN's architecture (kernel size, channels, dense widths), shared by the model and by
+# the parameter count `gemsim trace` computes without building it.
+CNN_KERNEL = 5
+CNN_CHANNELS = (1, 10, 20)
+CNN_HIDDEN = (320, 300, 200)
 
 
 @dataclass(frozen=True)

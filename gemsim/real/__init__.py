@@ -1,4 +1,4 @@
-"""Real asynchronous runs that record the commit trace they produce (DESIGN.md §6).
+"""Real asynchronous runs that record the commit trace they produce (docs/design.md §6).
 
 `process` (standard library, one process per worker) and `ray` (extra `gemsim[ray]`,
 actors, across machines) run the same protocol: the parameter server applies each worker's
@@ -9,10 +9,10 @@ the same parameters.
 
 from __future__ import annotations
 
-from .job import RealJob as RealJob
-from .job import RealRun as RealRun
-from .process import run_process as run_process
-from .server import WorkerEvent as WorkerEvent
+from ._job import RealJob as RealJob
+from ._job import RealRun as RealRun
+from ._process import run_process as run_process
+from ._server import WorkerEvent as WorkerEvent
 
 BACKENDS = ("process", "ray")
 
@@ -24,7 +24,7 @@ def run_backend(name: str, job: RealJob, *, progress=None, address: str | None =
             raise ValueError("--address is for the ray backend; the process backend is local")
         return run_process(job, progress=progress)
     if name == "ray":
-        from .ray_backend import run_ray
+        from ._ray import run_ray
 
         return run_ray(job, progress=progress, address=address)
     raise ValueError(f"backend {name!r} is not one of {BACKENDS}")

@@ -1,34 +1,54 @@
-"""Run folders, atomic writes, loading results into pandas, and the paper's plots.
+"""Run folders (typed manifest, atomic writes), loading results into pandas, and the plots.
 
-This stage takes plain values (dicts, numpy arrays, pandas frames) and imports
-no other gemsim stage.
+This stage takes plain values (dicts, numpy arrays, pandas frames, commit traces) and imports
+no other stage. Names are exported lazily: reading manifests needs neither pandas nor
+matplotlib, and only the plots load matplotlib.
 """
 
-from gemsim.results._atomic import atomic_write_bytes as atomic_write_bytes
-from gemsim.results._atomic import atomic_write_text as atomic_write_text
-from gemsim.results._manifest import MANIFEST_KEYS as MANIFEST_KEYS
-from gemsim.results._manifest import manifest_to_json as manifest_to_json
-from gemsim.results._manifest import read_manifest as read_manifest
-from gemsim.results._manifest import validate_manifest as validate_manifest
-from gemsim.results.load import RUN_COLUMNS as RUN_COLUMNS
-from gemsim.results.load import SUMMARY_COLUMNS as SUMMARY_COLUMNS
-from gemsim.results.load import config_label as config_label
-from gemsim.results.load import load_results as load_results
-from gemsim.results.load import load_summary as load_summary
-from gemsim.results.load import run_manifests as run_manifests
-from gemsim.results.load import sweep_columns as sweep_columns
-from gemsim.results.load import sweep_columns_of as sweep_columns_of
-from gemsim.results.load import to_xarray as to_xarray
-from gemsim.results.plots import plot_energy_ratio as plot_energy_ratio
-from gemsim.results.plots import plot_final_vs_workers as plot_final_vs_workers
-from gemsim.results.plots import plot_loss as plot_loss
-from gemsim.results.plots import plot_pi_heatmap as plot_pi_heatmap
-from gemsim.results.plots import plot_pi_median as plot_pi_median
-from gemsim.results.plots import plot_run_folder as plot_run_folder
-from gemsim.results.plots import plot_staleness_hist as plot_staleness_hist
-from gemsim.results.run_folder import RunRecord as RunRecord
-from gemsim.results.run_folder import is_finished as is_finished
-from gemsim.results.run_folder import params_sha256 as params_sha256
-from gemsim.results.run_folder import read_params as read_params
-from gemsim.results.run_folder import read_run as read_run
-from gemsim.results.run_folder import write_run as write_run
+from gemsim._lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "gemsim._atomic": ["atomic_write_bytes", "atomic_write_text"],
+        "._manifest": [
+            "FINISHED",
+            "MANIFEST_KEYS",
+            "Manifest",
+            "manifest_dict",
+            "manifest_to_json",
+            "read_manifest",
+            "validate_manifest",
+        ],
+        "._frames": [
+            "RUN_COLUMNS",
+            "SUMMARY_COLUMNS",
+            "config_label",
+            "format_value",
+            "load_results",
+            "load_summary",
+            "run_manifests",
+            "sweep_columns",
+            "sweep_columns_of",
+            "to_xarray",
+        ],
+        "._plots": [
+            "plot_energy_ratio",
+            "plot_final_vs_workers",
+            "plot_loss",
+            "plot_pi_heatmap",
+            "plot_pi_median",
+            "plot_run_folder",
+            "plot_staleness_hist",
+        ],
+        "._run_folder": [
+            "RUN_FILES",
+            "RunRecord",
+            "is_finished",
+            "params_sha256",
+            "read_params",
+            "read_run",
+            "write_run",
+        ],
+    },
+)

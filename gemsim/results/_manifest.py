@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -33,9 +35,80 @@ MANIFEST_KEYS = (
     "repeat",
     "error",
 )
+"""Keys every manifest has had since 0.1; readers may rely on them. 0.2 adds `kind`,
+`identity` and `provenance` (see :class:`Manifest`); folders written by 0.1 lack them."""
 FINAL_KEYS = ("train_loss", "test_loss", "test_accuracy")
 STALENESS_KEYS = ("mean", "var", "max")
 FINISHED = frozenset({Status.OK.value, Status.DIVERGED.value})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Manifest:
+    """What ran and how it ended: the `manifest.json` of a run folder, built once per run.
+
+    Attributes:
+        name, seed, repeat, sweep, config, config_hash: the run's resolved scenario and where
+            it sits in its sweep.
+        kind: what produced the trace (``sim``, ``replay``, ``process``, ``ray``).
+        identity: hex sha256 of (config, kind, replayed trace); ``run_id`` is its first 12
+            characters and names the folder.
+        backend: ``sim`` for the simulator and replays, else the real backend.
+        status: ``ok``, ``diverged`` or ``failed``; ``error`` is the failure's message.
+        n_commits, diverged_at: commits applied; the diverging commit, if any.
+        final, staleness: final evaluation of the central variable; staleness mean/var/max.
+        trace_sha256, params_sha256: hashes of the trace and of the final parameters.
+        wall_seconds: the run's wall time.
+        executor: the engine's executor (simulated runs and replays).
+        replayed_trace, replayed_trace_sha256: the trace a replay executed.
+        worker_events: kills, restarts, joins and deaths of a real run's workers.
+        provenance: versions of gemsim and every dependency, Python, platform, CPU, JAX
+            device, git commit, UTC start and end, the command (`gemsim show RUN_DIR`).
+        versions: the package versions of ``provenance`` (the 0.1 key).
+    """
+
+    name: str
+    run_id: str
+    identity: str
+    kind: str
+    backend: str
+    config: dict[str, Any]
+    config_hash: str
+    seed: int
+    repeat: int
+    sweep: dict[str, Any]
+    status: str
+    error: str | None = None
+    n_commits: int = 0
+    diverged_at: int | None = None
+    final: dict[str, float] = field(default_factory=dict)
+    staleness: dict[str, float] = field(default_factory=dict)
+    trace_sha256: str = ""
+    params_sha256: str = ""
+    wall_seconds: float = math.nan
+    executor: str | None = None
+    replayed_trace: str | None = None
+    replayed_trace_sha256: str | None = None
+    worker_events: tuple[dict[str, Any], ...] = ()
+    provenance: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        """Read access by key, as for a manifest read back from `manifest.json`."""
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key) if key in self.__dataclass_fields__ else default
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest as plain values (what `manifest.json` holds)."""
+        out = dataclasses.asdict(self)
+        out["worker_events"] = list(out["worker_events"])
+        return out
+
+    def to_json(self) -> str:
+        return manifest_to_json(self.to_dict())
 
 
 def _jsonable(value: Any, where: str) -> Any:
@@ -112,6 +185,11 @@ def validate_manifest(manifest: Mapping[str, Any]) -> None:
             f"manifest['run_id'] = {run_id!r} must be a non-empty folder name "
             "that does not start with '.' and has no '/'"
         )
+
+
+def manifest_dict(manifest: Manifest | Mapping[str, Any]) -> dict[str, Any]:
+    """A manifest as a plain mapping, from a :class:`Manifest` or a mapping."""
+    return manifest.to_dict() if isinstance(manifest, Manifest) else dict(manifest)
 
 
 def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -12,8 +12,8 @@ import pandas as pd
 from matplotlib import colormaps, ticker
 from matplotlib.axes import Axes
 
-from gemsim.results.load import format_value, sweep_columns_of
-from gemsim.results.run_folder import PARAMS_FILE, read_params
+from gemsim.results._frames import format_value, sweep_columns_of
+from gemsim.results._run_folder import PARAMS_FILE, read_params
 from gemsim.types import Status
 
 _PI_LEAF = re.compile(r"pi_leaf_(\d+)$")
@@ -196,7 +196,7 @@ def binned_medians(run: pd.DataFrame, leaves: list[str], bins: int) -> tuple[np.
 
 def geometric_law(n_workers: int, kmax: int) -> np.ndarray:
     """``P(tau = k) = (1/n)(1 - 1/n)^k`` for k = 0..kmax: the staleness of n homogeneous
-    workers with exponential compute times and an instantaneous server (DESIGN.md §4)."""
+    workers with exponential compute times and an instantaneous server (docs/design.md §4)."""
     if n_workers < 1:
         raise ValueError(f"n_workers = {n_workers}; it must be >= 1")
     k = np.arange(kmax + 1)

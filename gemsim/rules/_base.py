@@ -17,17 +17,15 @@ Every function is jit-able; ``start``, ``init_acc`` and ``local_step`` are
 also vmap-able across workers (one row of ``state.workers`` each).
 """
 
-import math
-import numbers
 from collections.abc import Callable
-from enum import Enum
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 import optax.tree_utils as otu
 
+from gemsim import _checks
 from gemsim.types import PyTree
 
 __all__ = [
@@ -35,8 +33,6 @@ __all__ = [
     "Rule",
     "RuleState",
 ]
-
-E = TypeVar("E", bound=Enum)
 
 
 class RuleState(NamedTuple):
@@ -140,57 +136,9 @@ def keep_gradient(x: PyTree, acc: PyTree, g: PyTree, ws: PyTree):
     return x, g, ws
 
 
-# --- validation -----------------------------------------------------------------------------
+# --- validation: the package-wide checks (gemsim._checks), re-exported for the rules ------
 
-
-def _is_real(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def check_real(
-    name: str,
-    value: object,
-    *,
-    low: float = -math.inf,
-    high: float = math.inf,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> float:
-    """Returns ``value`` as a float if it is a finite real in the interval, else raises.
-
-    Raises:
-      ValueError: naming the parameter, the value and the allowed interval.
-    """
-    left = "(" if low_open else "["
-    right = ")" if high_open else "]"
-    allowed = f"a finite number in {left}{low}, {high}{right}"
-    ok = _is_real(value) and math.isfinite(float(value))  # type: ignore[arg-type]
-    if ok:
-        v = float(value)  # type: ignore[arg-type]
-        ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
-    if not ok:
-        raise ValueError(f"{name} must be {allowed}, got {value!r}")
-    return float(value)  # type: ignore[arg-type]
-
-
-def check_positive(name: str, value: object) -> float:
-    """A finite float > 0, else ValueError naming ``name``."""
-    return check_real(name, value, low=0.0, low_open=True)
-
-
-def check_int(name: str, value: object, minimum: int) -> int:
-    """An int >= ``minimum`` (bools refused), else ValueError naming ``name``."""
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def check_enum(name: str, value: object, enum: type[E]) -> E:
-    """An ``enum`` member, from a member or its value string; else ValueError listing them."""
-    if isinstance(value, enum):
-        return value
-    for member in enum:
-        if isinstance(value, str) and value == member.value:
-            return member
-    allowed = ", ".join(f"{enum.__name__}.{m.name} ({m.value!r})" for m in enum)
-    raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
+check_real = _checks.check_real
+check_positive = _checks.check_positive
+check_int = _checks.check_int
+check_enum = _checks.check_enum

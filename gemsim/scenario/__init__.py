@@ -1,19 +1,43 @@
-"""The scenario layer: schema, loading, sweeps and building the stages' typed inputs."""
+"""Deprecated alias of gemsim 0.1's `gemsim.scenario`, kept for one release.
 
-from .build import build_cluster as build_cluster
-from .calibrate import CalibratedRun as CalibratedRun
-from .calibrate import calibrate_folder as calibrate_folder
-from .calibrate import calibrate_run as calibrate_run
-from .calibrate import write_calibrated as write_calibrated
-from .errors import ScenarioError as ScenarioError
-from .load import load_scenario as load_scenario
-from .load import parse_override as parse_override
-from .schema import Scenario as Scenario
-from .sweep import ExpandedRun as ExpandedRun
-from .sweep import config_hash as config_hash
-from .sweep import expand as expand
-from .sweep import resolved_config as resolved_config
-from .timing_run import simulate_timing as simulate_timing
-from .timing_run import trace_scenario as trace_scenario
-from .validate import ValidationReport as ValidationReport
-from .validate import validate_file as validate_file
+Use `gemsim.config` (schema, loading, sweeps, `build_cluster`) and `gemsim.app` (running,
+replaying, calibrating and validating) instead; this module only forwards the old names.
+"""
+
+import warnings
+
+from gemsim._lazy import lazy_exports
+
+warnings.warn(
+    "gemsim.scenario is deprecated: use gemsim.config (schema, loading, sweeps) and gemsim.app "
+    "(run, replay, calibrate, validate); it will be removed in gemsim 0.3",
+    DeprecationWarning,
+    stacklevel=2,
+)
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "gemsim.config": [
+            "ExpandedRun",
+            "Scenario",
+            "ScenarioError",
+            "build_cluster",
+            "config_hash",
+            "expand",
+            "load_scenario",
+            "parse_override",
+            "resolved_config",
+        ],
+        "gemsim.app": [
+            "CalibratedRun",
+            "ValidationReport",
+            "calibrate_folder",
+            "calibrate_run",
+            "simulate_timing",
+            "trace_scenario",
+            "validate_file",
+            "write_calibrated",
+        ],
+    },
+)

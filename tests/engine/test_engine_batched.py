@@ -6,7 +6,7 @@ import pytest
 from engine_helpers import cluster
 
 from gemsim import engine, problems, rules, timing
-from gemsim.engine.batched import width_bucket
+from gemsim.engine._batched import width_bucket
 
 COMMITS = 500
 

@@ -16,7 +16,8 @@ from gemsim.problems import (
     read_idx,
     write_idx,
 )
-from gemsim.problems._datasets import MNIST_IDX_NAMES, load_mnist
+from gemsim.problems._data_files import MNIST_IDX_NAMES
+from gemsim.problems._datasets import load_mnist
 
 
 @pytest.mark.parametrize("suffix", ["", ".gz"])

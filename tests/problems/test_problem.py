@@ -174,7 +174,7 @@ def test_make_problem_rejects_bad_arguments(kwargs, error, match):
         (lambda: Mlp(hidden=[8]), "non-empty tuple"),
         (lambda: Mlp(hidden=(8, 0)), r"hidden\[1\] must be an integer >= 1, got 0"),
         (lambda: Quadratic(dim=0), "dim must be an integer >= 1"),
-        (lambda: Quadratic(condition=0.5), "condition must be finite and in"),
+        (lambda: Quadratic(condition=0.5), "condition must be a finite number >= 1, got 0.5"),
         (lambda: Quadratic(noise=-1.0), "noise"),
         (lambda: Quadratic(noise=float("nan")), "noise"),
         (lambda: Synthetic(classes=1), "classes"),

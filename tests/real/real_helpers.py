@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import psutil
 
-from gemsim.scenario.schema import Scenario
+from gemsim.config import Scenario
 
 REPLAY_TOLERANCE = 1e-5
 

@@ -23,8 +23,8 @@ from real_helpers import (
 )
 from typer.testing import CliRunner
 
+from gemsim.app import run
 from gemsim.cli import app
-from gemsim.scenario.run import run
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from real_helpers import assert_replay_matches, cnn_scenario, quadratic_scenario
 
-from gemsim.scenario.run import run
+from gemsim.app import run
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.slow

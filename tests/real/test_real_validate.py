@@ -11,10 +11,9 @@ import yaml
 from typer.testing import CliRunner
 
 from gemsim import timing
+from gemsim.app._validate import NULL_SEEDS, TV_MODEL_SLACK
 from gemsim.cli import app
-from gemsim.scenario.build import build_cluster
-from gemsim.scenario.schema import Scenario
-from gemsim.scenario.validate import NULL_SEEDS, TV_MODEL_SLACK
+from gemsim.config import Scenario, build_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +71,7 @@ def test_real_staleness_follows_the_simulated_exponential_law(validated):
     null = [timing.staleness_tv(sims[0].staleness, s.staleness) for s in sims[1:]]
     threshold = np.quantile(null, 0.95) + TV_MODEL_SLACK
     assert timing.staleness_tv(real.staleness, sims[0].staleness) <= threshold
-    # The exponential law's mean staleness is n - 1 (DESIGN.md section 4).
+    # The exponential law's mean staleness is n - 1 (docs/design.md §4).
     assert real.staleness.mean() == pytest.approx(3.0, abs=0.5)
 
 

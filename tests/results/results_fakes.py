@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from gemsim.results import params_sha256
+from gemsim.trace import CommitTrace
 
 
 def fake_params(scale: float = 1.0) -> dict[str, np.ndarray]:
@@ -24,31 +25,33 @@ def fake_params(scale: float = 1.0) -> dict[str, np.ndarray]:
     }
 
 
-def fake_trace(n_commits: int, n_workers: int, seed: int) -> pd.DataFrame:
+def fake_trace(n_commits: int, n_workers: int, seed: int) -> CommitTrace:
     rng = np.random.default_rng(seed)
     commit = np.arange(n_commits, dtype=np.int64)
     staleness = np.minimum(rng.geometric(1 / n_workers, n_commits) - 1, commit)
-    return pd.DataFrame(
-        {
-            "commit": commit,
-            "time": np.cumsum(rng.exponential(1.0 / n_workers, n_commits)),
-            "worker": rng.integers(0, n_workers, n_commits).astype(np.int64),
-            "pulled_version": commit - staleness,
-            "staleness": staleness.astype(np.int64),
-        }
+    time = np.cumsum(rng.exponential(1.0 / n_workers, n_commits))
+    return CommitTrace.from_columns(
+        time=time,
+        worker=rng.integers(0, n_workers, n_commits).astype(np.int64),
+        pulled_version=commit - staleness,
+        compute_time=np.full(n_commits, 0.1),
+        queue_time=np.zeros(n_commits),
+        service_time=np.zeros(n_commits),
+        n_workers=n_workers,
+        duration=float(time[-1]) if n_commits else 0.0,
     )
 
 
-def fake_metrics(trace: pd.DataFrame, gem: bool, n_leaves: int = 3, every: int = 10):
+def fake_metrics(trace: CommitTrace, gem: bool, n_leaves: int = 3, every: int = 10):
     n = len(trace)
-    commit = trace["commit"].to_numpy()
+    commit = trace.commit
     loss = 2.0 * np.exp(-commit / max(n, 1)) + 0.1
     is_eval = (commit + 1) % every == 0
     columns: dict[str, Any] = {
         "commit": commit,
-        "time": trace["time"].to_numpy(),
-        "worker": trace["worker"].to_numpy(),
-        "staleness": trace["staleness"].to_numpy(),
+        "time": trace.time,
+        "worker": trace.worker,
+        "staleness": trace.staleness,
         "batch_loss": loss + 0.05,
         "update_norm": np.full(n, 0.1),
         "weight": np.ones(n),

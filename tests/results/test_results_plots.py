@@ -9,6 +9,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from results_fakes import fake_manifest, fake_metrics, fake_trace
 
+from gemsim.results import _plots as plots
 from gemsim.results import (
     load_results,
     plot_energy_ratio,
@@ -18,7 +19,6 @@ from gemsim.results import (
     plot_pi_median,
     plot_run_folder,
     plot_staleness_hist,
-    plots,
     run_manifests,
     write_run,
 )

@@ -3,7 +3,7 @@
 Gradients are those of a separable quadratic, ``g = a * x + b[w, k, i]`` per
 leaf, with ``b`` drawn once from a numpy generator and indexed by worker,
 commit and local step; so local steps are well defined and where the gradient
-is taken matters. The drivers follow the engine's loop (CONTRACTS.md) with a
+is taken matters. The drivers follow the engine's loop (docs/design.md §5) with a
 jitted commit; the numpy references in the tests use :func:`np_grad`.
 """
 

@@ -20,7 +20,7 @@ from gemsim.timing import (
     group_workers,
     staleness_tv,
 )
-from gemsim.timing.calibrate import KS_ALPHA, MAX_EMPIRICAL, MIN_SAMPLES
+from gemsim.timing._fit import KS_ALPHA, MAX_EMPIRICAL, MIN_SAMPLES
 
 N = 4000
 

@@ -16,7 +16,7 @@ from gemsim.timing import (
     WorkerSpec,
     simulate,
 )
-from gemsim.timing.streams import FIRST_BLOCK, seed_sequence, worker_draws
+from gemsim.timing._draws import FIRST_BLOCK, seed_sequence, worker_draws
 
 NETWORK = {
     "pull": LogNormal(0.05, 0.5),

@@ -1,4 +1,4 @@
-"""Crashes, restarts and late joins (DESIGN.md section 4)."""
+"""Crashes, restarts and late joins (docs/design.md §4)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The timing stage stands alone: no JAX, no sibling stages (CONTRACTS.md)."""
+"""The timing stage stands alone: no JAX, no sibling stages (docs/design.md §2)."""
 
 import ast
 from pathlib import Path

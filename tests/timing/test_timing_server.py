@@ -16,7 +16,7 @@ from gemsim.timing import (
     simulate,
     staleness_summary,
 )
-from gemsim.timing.streams import seed_sequence
+from gemsim.timing._draws import seed_sequence
 
 
 @pytest.mark.parametrize("service", [None, Constant(0.01)])

@@ -1,4 +1,4 @@
-"""Staleness theory of DESIGN.md section 4: zero service/network time, pull at commit."""
+"""Staleness theory of docs/design.md §4: zero service/network time, pull at commit."""
 
 import numpy as np
 import pytest
@@ -16,7 +16,7 @@ from gemsim.timing import (
     staleness_summary,
     total_variation,
 )
-from gemsim.timing.stats import staleness_pmf
+from gemsim.timing._stats import staleness_pmf
 
 LAWS = {
     "exponential": (Exponential(mean=1.0), None),

@@ -1,0 +1,28 @@
+"""The application: one module per verb of the command line (trace, run, replay, calibrate,
+validate, plot, show, ls, schema), run identity and records, provenance and progress.
+
+`gemsim.cli` parses arguments and calls these; notebooks and scripts call them the same way.
+Names are exported lazily, so `gemsim --help` imports none of the stages.
+"""
+
+from gemsim._lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "._calibrate": ["CalibratedRun", "calibrate_folder", "calibrate_run", "write_calibrated"],
+        "._identity": ["RunKind", "run_identity", "run_id_of"],
+        "._listing": ["list_runs"],
+        "._output": ["json_line", "strict_json"],
+        "._plot": ["plot_results"],
+        "._provenance": ["provenance"],
+        "._record": ["RunIdentity", "RunResult", "SweepRow", "flat_params", "summary_row"],
+        "._replay": ["replay_file"],
+        "._run": ["preflight", "run", "run_file", "write_result"],
+        "._schema": ["schema_json"],
+        "._show": ["show_file", "show_run"],
+        "._stages": ["build_problem", "build_rule", "real_job"],
+        "._timing_only": ["simulate_timing", "trace_scenario"],
+        "._validate": ["ValidationReport", "validate_file"],
+    },
+)

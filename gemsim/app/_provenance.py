@@ -1,0 +1,122 @@
+"""Provenance: what a run needs to be reproduced elsewhere, recorded in its manifest.
+
+gemsim's version and, when it runs from a git checkout, the commit and whether the tree had
+changes; Python, platform and CPU; JAX's backend and device; the version of every runtime
+dependency declared by the installed package; UTC start and end; the command line (or the
+Python call) that started the run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import platform
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+# Packages whose version matters to a result even if the metadata of gemsim does not list
+# them (the compiled half of JAX).
+_ALWAYS = ("jax", "jaxlib", "numpy", "simpy", "optax", "pydantic")
+
+
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+@functools.cache
+def package_versions() -> dict[str, str]:
+    """gemsim and every runtime dependency it declares, with the installed versions."""
+    names = ["gemsim", *_ALWAYS]
+    try:
+        for requirement in metadata.requires("gemsim") or ():
+            if "extra ==" in requirement:
+                continue
+            match = re.match(r"[A-Za-z0-9_.\-]+", requirement)
+            if match:
+                names.append(match.group(0))
+    except metadata.PackageNotFoundError:
+        pass
+    found = {}
+    for name in dict.fromkeys(n.lower() for n in names):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+@functools.cache
+def git_state() -> dict[str, Any]:
+    """``{"commit", "dirty"}`` of the checkout gemsim runs from; None values outside one."""
+    here = Path(__file__).resolve().parents[2]
+    try:
+        top = _git(here, "rev-parse", "--show-toplevel")
+        if Path(top).resolve() != here:  # gemsim is installed, not run from its checkout
+            return {"commit": None, "dirty": None}
+        commit = _git(here, "rev-parse", "HEAD")
+        dirty = bool(_git(here, "status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    return {"commit": commit, "dirty": dirty}
+
+
+def _git(where: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(where), *args], capture_output=True, text=True, timeout=10, check=True
+    )
+    return done.stdout.strip()
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device() -> dict[str, Any]:
+    """JAX's default backend and device kind, if JAX is loaded (a timing-only run has none)."""
+    if "jax" not in sys.modules:
+        return {"jax_backend": None, "device_kind": None, "device_count": None}
+    import jax
+
+    devices = jax.devices()
+    return {
+        "jax_backend": jax.default_backend(),
+        "device_kind": devices[0].device_kind if devices else None,
+        "device_count": len(devices),
+    }
+
+
+def command_line() -> str:
+    """How this process was started: the `gemsim` command, or the Python program."""
+    argv = list(sys.argv)
+    if argv and Path(argv[0]).name in ("gemsim", "__main__.py"):
+        argv[0] = "gemsim"
+    return " ".join(argv) if argv and argv[0] else "python (interactive)"
+
+
+def provenance(*, started_at: str, ended_at: str, call: str | None = None) -> dict[str, Any]:
+    """Everything above as one plain mapping; ``call`` names a Python API call."""
+    return {
+        "gemsim": package_versions().get("gemsim"),
+        **git_state(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        **device(),
+        "packages": package_versions(),
+        "started_at": started_at,
+        "ended_at": ended_at,
+        "command": call or command_line(),
+    }

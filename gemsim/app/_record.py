@@ -1,0 +1,206 @@
+"""The record of a run: its metrics frame, its parameters by leaf path, its manifest (built
+here and nowhere else, once per run), and its line in the summary table."""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gemsim import config, timing
+from gemsim.config import ExpandedRun, Scenario
+from gemsim.results import Manifest, params_sha256
+from gemsim.trace import CommitTrace
+from gemsim.types import PyTree, Status
+
+from ._identity import RunKind, run_id_of, run_identity
+from ._provenance import provenance
+
+EVAL_COLUMNS = ("train_loss", "test_loss", "test_accuracy")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run: final central parameters, its trace and metrics, and its manifest."""
+
+    run_id: str
+    status: Status
+    params: PyTree
+    trace: CommitTrace
+    metrics: Any  # pandas.DataFrame
+    manifest: Manifest
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """Who a run is: its expanded scenario, its kind and its identity (hash)."""
+
+    expanded: ExpandedRun
+    kind: RunKind
+    identity: str
+    replayed_trace: str | None = None
+    replayed_trace_sha256: str | None = None
+
+    @property
+    def run_id(self) -> str:
+        return run_id_of(self.identity)
+
+    @staticmethod
+    def of(
+        expanded: ExpandedRun,
+        kind: RunKind = RunKind.SIM,
+        *,
+        trace: CommitTrace | None = None,
+        trace_path: str | None = None,
+    ) -> RunIdentity:
+        sha = trace.sha256() if kind is RunKind.REPLAY and trace is not None else None
+        identity = run_identity(expanded.config_hash, kind, trace_sha256=sha)
+        return RunIdentity(expanded, kind, identity, trace_path, sha)
+
+
+def expanded_of(scenario: Scenario | ExpandedRun) -> ExpandedRun:
+    """A single scenario as an expanded run (no sweep point, repeat 0)."""
+    if isinstance(scenario, ExpandedRun):
+        return scenario
+    return ExpandedRun(scenario, {}, 0, config.config_hash(scenario))
+
+
+def metrics_frame(trace: CommitTrace, out) -> Any:
+    """One row per executed commit: trace columns, the worker's batch loss, the rule's info,
+    and the central variable's evaluation on the commits where it was evaluated (else NaN)."""
+    import pandas as pd
+
+    n = len(out.metrics.get("batch_loss", ()))
+    frame = pd.DataFrame(
+        {
+            "commit": trace.commit[:n],
+            "time": trace.time[:n],
+            "worker": trace.worker[:n],
+            "staleness": trace.staleness[:n],
+        }
+    )
+    for name, values in out.metrics.items():
+        frame[name] = values
+    for col in EVAL_COLUMNS:
+        column = np.full(n, np.nan)
+        for k, values in out.evals.items():
+            if k < n:
+                column[k] = values[col]
+        frame[col] = column
+    return frame
+
+
+def flat_params(params: PyTree) -> dict[str, np.ndarray]:
+    """Final parameters, one array per leaf, keyed by its path (as written to params.npz)."""
+    import jax
+
+    leaves = jax.tree_util.tree_flatten_with_path(params)[0]
+    return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
+
+
+def _base_fields(who: RunIdentity, *, started_at: str, ended_at: str) -> dict[str, Any]:
+    scenario = who.expanded.scenario
+    prov = provenance(started_at=started_at, ended_at=ended_at)
+    return dict(
+        name=scenario.name,
+        run_id=who.run_id,
+        identity=who.identity,
+        kind=who.kind.value,
+        backend=who.kind.value if who.kind in (RunKind.PROCESS, RunKind.RAY) else "sim",
+        config=who.expanded.config,
+        config_hash=who.expanded.config_hash,
+        seed=scenario.seed,
+        repeat=who.expanded.repeat,
+        sweep=dict(who.expanded.sweep_values),
+        replayed_trace=who.replayed_trace,
+        replayed_trace_sha256=who.replayed_trace_sha256,
+        provenance=prov,
+        versions=prov["packages"],
+    )
+
+
+def run_manifest(
+    who: RunIdentity,
+    trace: CommitTrace,
+    out,
+    params: Mapping[str, np.ndarray],
+    *,
+    wall_seconds: float,
+    started_at: str,
+    ended_at: str,
+    executor: str | None = None,
+    worker_events: tuple[dict[str, Any], ...] = (),
+) -> Manifest:
+    """The manifest of a finished run (status ok or diverged)."""
+    stats = timing.staleness_summary(trace)
+    final = out.final
+    return Manifest(
+        **_base_fields(who, started_at=started_at, ended_at=ended_at),
+        status=out.status.value,
+        n_commits=out.n_commits,
+        diverged_at=out.diverged_at,
+        final={k: final.get(k, float("nan")) for k in EVAL_COLUMNS},
+        staleness={k: stats[f"staleness_{k}"] for k in ("mean", "var", "max")},
+        trace_sha256=trace.sha256(),
+        params_sha256=params_sha256(params),
+        wall_seconds=wall_seconds,
+        executor=executor,
+        worker_events=worker_events,
+    )
+
+
+def failed_manifest(
+    who: RunIdentity, exc: BaseException, *, wall_seconds: float, started_at: str, ended_at: str
+) -> Manifest:
+    """The manifest of a run that raised: status `failed`, the error, no results."""
+    nan = float("nan")
+    return Manifest(
+        **_base_fields(who, started_at=started_at, ended_at=ended_at),
+        status=Status.FAILED.value,
+        error="".join(traceback.format_exception_only(type(exc), exc)).strip(),
+        final=dict.fromkeys(EVAL_COLUMNS, nan),
+        staleness={"mean": nan, "var": nan, "max": nan},
+        params_sha256=params_sha256({}),
+        wall_seconds=wall_seconds,
+    )
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One line of the summary table `gemsim run` prints (and one `--json` line)."""
+
+    run_id: str
+    kind: str
+    sweep: dict[str, Any]
+    status: str
+    train_loss: float
+    test_accuracy: float
+    staleness_mean: float
+    wall_seconds: float
+    skipped: bool = False
+    error: str | None = None
+
+
+def summary_row(manifest: Manifest | Mapping[str, Any], skipped: bool = False) -> SweepRow:
+    """A manifest as a line of the summary table."""
+    m = manifest.to_dict() if isinstance(manifest, Manifest) else manifest
+    final, stale = m.get("final") or {}, m.get("staleness") or {}
+    return SweepRow(
+        run_id=m["run_id"],
+        kind=m.get("kind") or m.get("backend", "sim"),
+        sweep=dict(m.get("sweep") or {}),
+        status=m["status"],
+        train_loss=_num(final.get("train_loss")),
+        test_accuracy=_num(final.get("test_accuracy")),
+        staleness_mean=_num(stale.get("mean")),
+        wall_seconds=_num(m.get("wall_seconds")),
+        skipped=skipped,
+        error=m.get("error"),
+    )
+
+
+def _num(value: Any) -> float:
+    return float("nan") if value is None else float(value)

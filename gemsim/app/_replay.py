@@ -1,0 +1,70 @@
+"""`gemsim replay`: execute a saved commit trace with a scenario's rule and problem.
+
+A replay is its own kind of run: its identity includes the sha256 of the trace it replays,
+so its folder never replaces the simulated or real run the trace came from, even in the same
+results folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from gemsim import config
+from gemsim.config import ScenarioError
+from gemsim.trace import CommitTrace
+
+from ._progress import ProgressBar
+from ._record import SweepRow, summary_row
+from ._run import preflight, run, write_result
+
+
+def read_trace_arg(trace_file: str | Path) -> tuple[CommitTrace, Path]:
+    """The trace of a `trace.parquet` or of a run folder holding one (a ScenarioError naming
+    the file when it is missing or not a commit trace)."""
+    path = Path(trace_file)
+    if path.is_dir():  # a run folder (e.g. of a real run): its recorded trace
+        path = path / "trace.parquet"
+    try:
+        return CommitTrace.from_parquet(path), path
+    except (OSError, ValueError) as exc:
+        raise ScenarioError(str(path), [f"not a readable commit trace: {exc}"]) from None
+
+
+def replay_file(
+    trace_file: str | Path,
+    path: str | Path,
+    *,
+    out: str | Path | None = None,
+    overrides: Iterable[str] | Mapping[str, Any] | None = None,
+    quiet: bool = False,
+) -> tuple[Path, SweepRow]:
+    """One run of the scenario (no sweep) over a saved trace; writes its run folder."""
+    path = Path(path)
+    scenario = config.load_scenario(path, overrides)
+    if scenario.sweep or scenario.repeats > 1 or scenario.seeds:
+        raise ScenarioError(
+            str(path),
+            [
+                "sweep/repeats: replay runs one configuration; "
+                "pick it with --set and remove the sweep"
+            ],
+        )
+    trace, trace_path = read_trace_arg(trace_file)
+    if trace.n_workers != scenario.workers.count:
+        raise ScenarioError(
+            str(path),
+            [
+                f"workers.count: {scenario.workers.count} but the trace has "
+                f"{trace.n_workers} workers"
+            ],
+        )
+    expanded = config.expand(scenario, source=str(path), base_dir=path.parent)
+    preflight(expanded, str(path), needs=("problem", "optimizer"))
+    out_dir = Path(out) if out is not None else Path("results") / scenario.name
+    bar = ProgressBar("replay", quiet=quiet)
+    result = run(expanded[0], progress=bar, trace=trace, trace_path=str(trace_path))
+    bar.close()
+    write_result(out_dir, result)
+    return out_dir, summary_row(result.manifest)

@@ -1,0 +1,226 @@
+"""`gemsim run`: timing -> engine -> run folder, for one run or a whole sweep, and the
+checks made on every expanded run before the first one starts."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from gemsim import config, results
+from gemsim.config import ExpandedRun, Scenario, ScenarioError
+from gemsim.trace import CommitTrace
+
+from ._identity import RunKind
+from ._progress import ProgressBar
+from ._provenance import utc_now
+from ._record import (
+    RunIdentity,
+    RunResult,
+    SweepRow,
+    expanded_of,
+    failed_manifest,
+    flat_params,
+    metrics_frame,
+    run_manifest,
+    summary_row,
+)
+from ._stages import EXECUTORS, build_problem, build_rule, real_job, require
+
+BACKENDS = ("sim", "process", "ray")
+
+Progress = Callable[[int, int], None]
+
+
+def run(
+    scenario: Scenario | ExpandedRun,
+    *,
+    progress: Progress | None = None,
+    trace: CommitTrace | None = None,
+    trace_path: str | None = None,
+    backend: str = "sim",
+    address: str | None = None,
+) -> RunResult:
+    """Simulate the timing, execute the trace with real gradients, and collect the results.
+
+    With `trace`, the timing model is skipped and that trace is replayed (e.g. one recorded
+    by a real backend, or saved by `gemsim trace --out`): the run's kind is then `replay`
+    and its identity includes the trace's hash. With `backend="process"` or `"ray"` the
+    scenario runs for real instead (gemsim.real) and its recorded trace is returned;
+    `address` joins an existing Ray cluster.
+    """
+    expanded = expanded_of(scenario)
+    if backend not in BACKENDS:
+        raise ScenarioError(
+            expanded.scenario.name, [f"backend: {backend!r} is not one of {BACKENDS}"]
+        )
+    if backend != "sim":
+        if trace is not None:
+            raise ValueError("a real backend records its own trace; give no `trace`")
+        return _run_real(expanded, RunKind(backend), progress, address)
+    kind = RunKind.REPLAY if trace is not None else RunKind.SIM
+    who = RunIdentity.of(expanded, kind, trace=trace, trace_path=trace_path)
+    return _run_sim(who, trace, progress)
+
+
+def _run_sim(who: RunIdentity, trace: CommitTrace | None, progress: Progress | None):
+    from gemsim import engine, timing
+
+    scenario = who.expanded.scenario
+    started, started_at = time.perf_counter(), utc_now()
+    rule, problem = build_rule(scenario), build_problem(scenario)
+    if trace is None:
+        trace = timing.simulate(config.build_cluster(scenario), seed=scenario.seed)
+    plan = engine.make_plan(
+        trace.worker,
+        trace.pulled_version,
+        trace.n_workers,
+        window=rule.window,
+        eval_every=scenario.eval.every,
+    )
+    executor = EXECUTORS.get(scenario, rule, problem, trace.n_workers)
+    out = executor.execute(plan, problem=problem, params=problem.init_params, progress=progress)
+    params = flat_params(out.params)
+    manifest = run_manifest(
+        who,
+        trace,
+        out,
+        params,
+        wall_seconds=time.perf_counter() - started,
+        started_at=started_at,
+        ended_at=utc_now(),
+        executor=type(executor).__name__,
+    )
+    metrics = metrics_frame(trace, out)
+    return RunResult(who.run_id, out.status, out.params, trace, metrics, manifest)
+
+
+def _run_real(expanded: ExpandedRun, kind: RunKind, progress, address) -> RunResult:
+    from gemsim import real
+
+    scenario = expanded.scenario
+    require(scenario, "problem")
+    started, started_at = time.perf_counter(), utc_now()
+    done = real.run_backend(kind.value, real_job(scenario), progress=progress, address=address)
+    out, trace = done.result, done.trace
+    params = flat_params(out.params)
+    who = RunIdentity.of(expanded, kind)
+    manifest = run_manifest(
+        who,
+        trace,
+        out,
+        params,
+        wall_seconds=time.perf_counter() - started,
+        started_at=started_at,
+        ended_at=utc_now(),
+        worker_events=tuple(dataclasses.asdict(e) for e in done.events),
+    )
+    return RunResult(who.run_id, out.status, out.params, trace, metrics_frame(trace, out), manifest)
+
+
+def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> None:
+    """Every check that can fail before running, on every expanded run, before the first
+    starts: the blocks running needs, the rule's hyperparameters, and the problem's data (its
+    files exist and give its sizes). Raises one ScenarioError listing every problem."""
+    problems: list[str] = []
+    for i, expanded in enumerate(runs):
+        scenario = expanded.scenario
+        where = f"run {i + 1}/{len(runs)}" + (
+            f" {expanded.sweep_values}" if expanded.sweep_values else ""
+        )
+        for block in needs:
+            if getattr(scenario, block) is None:
+                problems.append(f"{block}: required by this command (add a `{block}:` block)")
+        try:
+            if scenario.optimizer is not None:
+                config.build_rule(scenario)
+            if scenario.problem is not None:
+                config.problem_sizes(scenario)
+        except (ValueError, OSError, TypeError) as exc:
+            problems.append(f"{where}: {exc}")
+    if problems:
+        raise ScenarioError(source, list(dict.fromkeys(problems)))
+
+
+def run_file(
+    path: str | Path,
+    *,
+    out: str | Path | None = None,
+    overrides: Iterable[str] | Mapping[str, Any] | None = None,
+    resume: bool = False,
+    quiet: bool = False,
+    backend: str = "sim",
+    address: str | None = None,
+    on_row: Callable[[Path, SweepRow], None] | None = None,
+) -> tuple[Path, list[SweepRow]]:
+    """`gemsim run`: expand the sweep, check every run, run each point (skipping finished
+    ones with `resume`), write a run folder per run, and return the results folder and the
+    summary rows (each also handed to `on_row(out_dir, row)` as its run ends)."""
+    path = Path(path)
+    if backend not in BACKENDS:
+        raise ScenarioError(str(path), [f"--backend: {backend!r} is not one of {BACKENDS}"])
+    scenario = config.load_scenario(path, overrides)
+    runs = config.expand(scenario, source=str(path), base_dir=path.parent)
+    preflight(runs, str(path), needs=("problem", "optimizer"))
+    out_dir = Path(out) if out is not None else Path("results") / scenario.name
+    kind = RunKind(backend)
+    rows = []
+    for i, expanded in enumerate(runs):
+        who = RunIdentity.of(expanded, kind)
+        folder = out_dir / who.run_id
+        if resume and results.is_finished(folder, who.identity, kind.value):
+            row = summary_row(results.read_manifest(folder), skipped=True)
+        else:
+            label = f"[{i + 1}/{len(runs)}] {who.run_id}"
+            manifest = run_to_folder(who, out_dir, label=label, quiet=quiet, address=address)
+            row = summary_row(manifest)
+        rows.append(row)
+        if on_row is not None:
+            on_row(out_dir, row)
+    return out_dir, rows
+
+
+def write_result(out_dir: Path, result: RunResult) -> Path:
+    """The run folder of a finished run (atomically, see gemsim.results.write_run)."""
+    return results.write_run(
+        out_dir,
+        result.run_id,
+        result.manifest,
+        result.trace,
+        result.metrics,
+        flat_params(result.params),
+    )
+
+
+def run_to_folder(
+    who: RunIdentity, out_dir: Path, *, label: str, quiet: bool, address: str | None = None
+):
+    """Run one expanded scenario and write its folder; a crash is recorded as `failed`
+    (Ctrl-C is not a crash: it ends the sweep and leaves no folder for this run)."""
+    import pandas as pd
+
+    bar = ProgressBar(label, quiet=quiet)
+    started, started_at = time.perf_counter(), utc_now()
+    backend = who.kind.value if who.kind in (RunKind.PROCESS, RunKind.RAY) else "sim"
+    try:
+        result = run(who.expanded, progress=bar, backend=backend, address=address)
+    except Exception as exc:  # a bug or resource error in one run must not end the sweep
+        bar.close()
+        manifest = failed_manifest(
+            who,
+            exc,
+            wall_seconds=time.perf_counter() - started,
+            started_at=started_at,
+            ended_at=utc_now(),
+        )
+        empty = CommitTrace.from_columns(
+            time=[], worker=[], pulled_version=[], compute_time=[], queue_time=[],
+            service_time=[], n_workers=who.expanded.scenario.workers.count, duration=0.0,
+        )  # fmt: skip
+        results.write_run(out_dir, who.run_id, manifest, empty, pd.DataFrame(), {})
+        return manifest
+    bar.close()
+    write_result(out_dir, result)
+    return result.manifest

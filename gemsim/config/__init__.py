@@ -1,0 +1,21 @@
+"""The scenario: its schema (pydantic), loading YAML/TOML with overrides, sweeps, and building
+the stages' typed inputs. Nothing here runs a simulation or imports JAX (rules are imported
+only when `build_rule` is called)."""
+
+from ._build import build_cluster as build_cluster
+from ._build import build_rule as build_rule
+from ._build import problem_args as problem_args
+from ._build import problem_sizes as problem_sizes
+from ._errors import ScenarioError as ScenarioError
+from ._json_schema import scenario_json_schema as scenario_json_schema
+from ._loader import load_scenario as load_scenario
+from ._loader import parse_override as parse_override
+from ._loader import read_document as read_document
+from ._loader import validate as validate
+from ._optimizer_blocks import SyncBlock as SyncBlock
+from ._optimizer_blocks import window_of as window_of
+from ._scenario import Scenario as Scenario
+from ._sweep import ExpandedRun as ExpandedRun
+from ._sweep import config_hash as config_hash
+from ._sweep import expand as expand
+from ._sweep import resolved_config as resolved_config

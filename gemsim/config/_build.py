@@ -1,0 +1,111 @@
+"""From a validated Scenario to the typed values the stages take (the schema ends here).
+
+Nothing here loads data, compiles a model or imports JAX: the timing model's input needs
+only the problem's sizes (steps per epoch, parameter bytes), which the problem specs know
+without being built (`gemsim.problems.data_shape` and `param_count`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from gemsim import timing
+
+from ._optimizer_blocks import SyncBlock, window_of
+from ._problem_blocks import dataset_spec, model_spec
+from ._scenario import Scenario
+
+if TYPE_CHECKING:
+    from gemsim import problems, rules
+
+
+def build_cluster(
+    scenario: Scenario, *, sizes: tuple[int, int] | None = None
+) -> timing.ClusterSpec:
+    """The timing model's input. Steps per epoch and model bytes come from the problem block
+    (`problem_sizes`) when the budget or the network needs them; `sizes` gives them instead
+    (checks that must not touch data files pass placeholders)."""
+    net, server = scenario.network, scenario.server
+    needs_bytes = net.bandwidth_bytes_per_s is not None and scenario.problem is not None
+    needs_steps = scenario.budget.epochs_per_worker is not None
+    if sizes is None and (needs_bytes or needs_steps):
+        sizes = problem_sizes(scenario)
+    steps_per_epoch = sizes[0] if sizes is not None else None
+    return timing.ClusterSpec(
+        workers=_worker_specs(scenario),
+        pull=net.pull.build() if net.pull else None,
+        push=net.push.build() if net.push else None,
+        bandwidth_bytes_per_s=net.bandwidth_bytes_per_s,
+        model_bytes=sizes[1] if sizes is not None and needs_bytes else 0,
+        service=server.service.build() if server.service else None,
+        discipline=timing.Discipline[server.discipline.upper()],
+        window=window_of(scenario.optimizer) if scenario.optimizer else 1,
+        synchronous=isinstance(scenario.optimizer, SyncBlock),
+        budget=_budget(scenario, steps_per_epoch),
+    )
+
+
+def problem_sizes(scenario: Scenario) -> tuple[int, int]:
+    """``(steps_per_epoch, model_bytes)`` of the scenario's problem, without building it."""
+    from gemsim import problems
+
+    block = scenario.problem
+    if block is None:
+        raise ValueError("the scenario has no `problem` block")
+    model, data = model_spec(block.model), dataset_spec(block.dataset)
+    shape = problems.data_shape(data) if data is not None else None
+    # The quadratic has no data set: an epoch is one step (see problems._quadratic).
+    train_size = shape.n_train if shape is not None else block.batch_size
+    return train_size // block.batch_size, 4 * problems.param_count(model, shape)
+
+
+def problem_args(scenario: Scenario) -> tuple[problems.ModelSpec, problems.DatasetSpec | None]:
+    """The problem stage's specs of the scenario's model and data set."""
+    block = scenario.problem
+    if block is None:
+        raise ValueError("the scenario has no `problem` block")
+    return model_spec(block.model), dataset_spec(block.dataset)
+
+
+def build_rule(scenario: Scenario) -> rules.Rule:
+    """The scenario's update rule (imports JAX)."""
+    if scenario.optimizer is None:
+        raise ValueError("the scenario has no `optimizer` block")
+    return scenario.optimizer.build()
+
+
+def _worker_specs(scenario: Scenario) -> tuple[timing.WorkerSpec, ...]:
+    block = scenario.workers
+    default = block.compute.build()
+    laws, speeds = [], []
+    for group in block.groups:
+        law = group.compute.build() if group.compute else default
+        laws += [law] * group.count
+        speeds += [group.speed] * group.count
+    laws += [default] * (block.count - len(laws))
+    speeds += [1.0] * (block.count - len(speeds))
+    joins = {j.worker: j.at for j in block.joins}
+    failures: dict[int, list[timing.Failure]] = {}
+    for f in sorted(block.failures, key=lambda f: f.at):
+        failures.setdefault(f.worker, []).append(timing.Failure(f.at, f.restart_after))
+    return tuple(
+        timing.WorkerSpec(
+            compute=laws[w],
+            speed=speeds[w],
+            join_at=joins.get(w, 0.0),
+            failures=tuple(failures.get(w, ())),
+        )
+        for w in range(block.count)
+    )
+
+
+def _budget(scenario: Scenario, steps_per_epoch: int | None) -> timing.Budget:
+    budget = scenario.budget
+    if budget.commits is not None:
+        return timing.CommitBudget(budget.commits)
+    if budget.seconds is not None:
+        return timing.SecondsBudget(budget.seconds)
+    if steps_per_epoch is None:
+        raise ValueError("an epochs_per_worker budget needs the problem's steps per epoch")
+    return timing.StepsBudget(max(1, math.ceil(budget.epochs_per_worker * steps_per_epoch)))

@@ -1,0 +1,99 @@
+"""Blocks that describe the cluster: workers, network, parameter server, budget."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+
+from ._block import Block
+from ._dist_blocks import Dist
+
+
+class WorkerGroup(Block):
+    """`count` workers (taken in index order) with their own compute law and/or speed factor."""
+
+    count: PositiveInt
+    compute: Dist | None = None
+    speed: PositiveFloat = 1.0
+
+
+class FailureBlock(Block):
+    worker: Annotated[int, Field(ge=0)]
+    at: NonNegativeFloat
+    restart_after: PositiveFloat | None = None
+
+
+class JoinBlock(Block):
+    worker: Annotated[int, Field(ge=0)]
+    at: NonNegativeFloat
+
+
+class WorkersBlock(Block):
+    count: PositiveInt
+    compute: Dist
+    groups: list[WorkerGroup] = []
+    failures: list[FailureBlock] = []
+    joins: list[JoinBlock] = []
+    # Real backends only: each commit's compute lasts at least the time the timing model
+    # draws for it (the worker sleeps the rest), so one machine can follow the scenario.
+    emulate_latency: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        grouped = sum(g.count for g in self.groups)
+        if grouped > self.count:
+            raise ValueError(f"groups hold {grouped} workers but workers.count is {self.count}")
+        for kind, items in (("failures", self.failures), ("joins", self.joins)):
+            for item in items:
+                if item.worker >= self.count:
+                    raise ValueError(
+                        f"{kind}: worker {item.worker} does not exist "
+                        f"(workers are 0..{self.count - 1})"
+                    )
+        joined = [j.worker for j in self.joins]
+        if len(set(joined)) != len(joined):
+            raise ValueError("joins: a worker may join only once")
+        return self
+
+
+class NetworkBlock(Block):
+    """Pull and push latency; with a bandwidth, model_bytes / bandwidth is added to each."""
+
+    pull: Dist | None = None
+    push: Dist | None = None
+    bandwidth_bytes_per_s: PositiveFloat | None = None
+
+
+class ServerBlock(Block):
+    service: Dist | None = None
+    discipline: Literal["fifo", "random"] = "fifo"
+
+
+class BudgetBlock(Block):
+    """Exactly one of: total commits, mini-batch epochs per worker, virtual seconds."""
+
+    commits: PositiveInt | None = None
+    epochs_per_worker: PositiveFloat | None = None
+    seconds: PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        given = [
+            k for k in ("commits", "epochs_per_worker", "seconds") if getattr(self, k) is not None
+        ]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of commits, epochs_per_worker, seconds (got {given or 'none'})"
+            )
+        return self
+
+
+class EvalBlock(Block):
+    every: PositiveInt = 100
+    subset: PositiveInt = 1000
+
+
+class EngineBlock(Block):
+    executor: Literal["auto", "sequential", "batched"] = "auto"
+    chunk: PositiveInt = 512

@@ -1,0 +1,169 @@
+"""Reading scenario files (YAML via safe_load, or TOML) and applying `--set` overrides.
+
+Pydantic's errors become one message that names the file, the field path, the bad value
+and what is allowed."""
+
+from __future__ import annotations
+
+import tomllib
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gemsim._checks import describe_value
+
+from ._errors import ScenarioError
+from ._scenario import Scenario
+
+
+def read_document(path: str | Path) -> dict[str, Any]:
+    """Parse a YAML (`.yaml`/`.yml`) or TOML (`.toml`) file into a plain mapping."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(str(path), [f"cannot read file: {exc.strerror or exc}"]) from None
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError) as exc:
+        kind = "TOML" if path.suffix == ".toml" else "YAML"
+        raise ScenarioError(str(path), [f"malformed {kind}: {exc}"]) from None
+    if not isinstance(data, dict):
+        got = type(data).__name__
+        raise ScenarioError(str(path), [f"top level must be a mapping of fields, got {got}"])
+    return data
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`workers.count=100` -> ("workers.count", 100); the value is read as YAML."""
+    path, sep, raw = text.partition("=")
+    if not sep or not path.strip():
+        raise ValueError(f"override {text!r} must look like path=value, e.g. workers.count=8")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"override {text!r}: value is not valid YAML ({exc})") from None
+    return path.strip(), value
+
+
+def set_path(data: Mapping[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A copy of `data` with the dotted `path` set to `value` (intermediate tables created)."""
+    head, _, rest = path.partition(".")
+    out = dict(data)
+    if not rest:
+        out[head] = value
+        return out
+    child = out.get(head)
+    if child is not None and not isinstance(child, Mapping):
+        raise ValueError(f"{path!r}: {head!r} holds {describe_value(child)}, not a table")
+    out[head] = set_path(child or {}, rest, value)
+    return out
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str] | Mapping[str, Any]) -> dict:
+    items = overrides.items() if isinstance(overrides, Mapping) else map(parse_override, overrides)
+    for path, value in items:
+        data = set_path(data, path, value)
+    return data
+
+
+def validate(data: Mapping[str, Any], source: str, base_dir: Path | None = None) -> Scenario:
+    """Validate a mapping as a Scenario or raise one ScenarioError listing every problem."""
+    try:
+        scenario = Scenario.model_validate(data, context={"base_dir": base_dir})
+    except ValidationError as exc:
+        raise ScenarioError(source, [_describe(err, data) for err in exc.errors()]) from None
+    _check_buildable(scenario, source)
+    return scenario
+
+
+def _check_buildable(scenario: Scenario, source: str) -> None:
+    """Cross-field checks the timing stage makes when its input is built (e.g. a failure
+    before its worker joins). Rules are built, and checked, before a run starts: building
+    one here would load JAX into `gemsim trace`, which needs none."""
+    from ._build import build_cluster
+
+    try:
+        build_cluster(scenario, sizes=(1, 0))
+    except ValueError as exc:
+        raise ScenarioError(source, [f"workers: {exc}"]) from None
+
+
+def load_scenario(
+    path: str | Path, overrides: Iterable[str] | Mapping[str, Any] | None = None
+) -> Scenario:
+    """Load and validate a scenario file, with optional `path=value` overrides."""
+    path = Path(path)
+    data = read_document(path)
+    source = str(path)
+    if overrides:
+        if isinstance(overrides, Mapping):
+            shown = [f"{k}={v!r}" for k, v in overrides.items()]
+        else:
+            shown = list(overrides)
+        source += " (with --set " + " ".join(shown) + ")"
+        try:
+            data = apply_overrides(data, overrides)
+        except ValueError as exc:
+            raise ScenarioError(source, [str(exc)]) from None
+    return validate(data, source, base_dir=path.parent)
+
+
+# --- error messages -------------------------------------------------------------------------
+
+
+def _describe(err: dict[str, Any], data: Mapping[str, Any]) -> str:
+    loc = _field_path(err["loc"], data)
+    path = ".".join(str(p) for p in loc) or "(top level)"
+    kind, msg = err["type"], err["msg"].removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        allowed = _allowed_fields(loc[:-1])
+        hint = f"; allowed here: {', '.join(allowed)}" if allowed else ""
+        return f"{path}: unknown field{hint}"
+    if kind == "missing":
+        return f"{path}: required field is missing"
+    return f"{path}: {msg} (got {describe_value(err.get('input'))})"
+
+
+def _field_path(loc: tuple, data: Any) -> list:
+    """Drop the tag values pydantic puts in the location of a tagged-union member."""
+    out, node = [], data
+    for item in loc:
+        if isinstance(node, Mapping) and item not in node and item in node.values():
+            continue
+        if isinstance(node, Mapping) and item == "law" and item not in node:
+            continue  # a mixture component's law sits beside its weight in the file
+        out.append(item)
+        node = node.get(item) if isinstance(node, Mapping) else _index(node, item)
+    return out
+
+
+def _index(node: Any, item: Any) -> Any:
+    if isinstance(node, list) and isinstance(item, int) and 0 <= item < len(node):
+        return node[item]
+    return None
+
+
+def _allowed_fields(loc: list) -> list[str]:
+    """Field names valid at `loc` in the schema (union of the members of a tagged union)."""
+    models = [Scenario]
+    for item in loc:
+        if isinstance(item, int):
+            continue
+        nxt: list[type[BaseModel]] = []
+        for model in models:
+            field = model.model_fields.get(item)
+            if field is not None:
+                nxt.extend(_models_in(field.annotation))
+        models = nxt
+    return sorted({name for m in models for name in m.model_fields if name != "law"})
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]

@@ -1,0 +1,173 @@
+"""What both executors share: the carry, the loop over segments, host actions (snapshot
+fills, evaluations, progress) and the result. An executor only says how it runs the commits
+of one segment (abstract/final: `_run_segment` is the one abstract method)."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gemsim.types import PyTree, Status
+
+from ._layout import RowLayout, fill_snapshots, initial_slots
+from ._metrics import MetricsRecorder
+from ._plan import ExecutionPlan
+from ._step import Carry, StepInput, step_inputs
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    """What an executor returns: final central parameters, status and per-commit metrics."""
+
+    params: PyTree  # numpy leaves
+    status: Status
+    n_commits: int  # commits applied (the diverging commit is not applied)
+    diverged_at: int | None
+    metrics: dict[str, np.ndarray]  # one entry per executed commit (columns, see metrics.py)
+    evals: dict[int, dict[str, float]]  # commit -> evaluation of the central variable after it
+    final: dict[str, float]  # evaluation of the final central variable (the last finite one)
+    server_state: PyTree  # the rule's server state at the end (numpy leaves)
+
+
+class Executor(abc.ABC):
+    """A rule compiled for a model shape and a number of workers; `execute` runs any plan,
+    problem (same model, any seed or data) and initial parameters with it."""
+
+    def __init__(self, rule, problem, *, params: PyTree, n_workers: int, chunk: int = 512):
+        self.rule, self.problem, self.n_workers, self.chunk = rule, problem, n_workers, chunk
+        self.params0 = params
+        ws_row = jax.tree.map(lambda a: a[0], rule.init(params, n_workers).workers)
+        self.layout = RowLayout.of(params, ws_row)
+        self._fill = jax.jit(
+            lambda slots, theta, rows: fill_snapshots(self.layout, slots, theta, rows),
+            donate_argnums=0,
+        )
+
+    @abc.abstractmethod
+    def _run_segment(
+        self,
+        problem,
+        carry: Carry,
+        inputs: StepInput,
+        start: int,
+        stop: int,
+        plan: ExecutionPlan,
+        recorder: MetricsRecorder,
+    ) -> Carry:
+        """Apply commits [start, stop) in order; record their StepOutputs in commit order."""
+
+    def initial_carry(self, params: PyTree | None = None) -> Carry:
+        """A fresh carry (copies: the executors donate, and so delete, the carry they get)."""
+        params = self.params0 if params is None else params
+        state = self.rule.init(params, self.n_workers)
+        return Carry(
+            theta=jax.tree.map(jnp.copy, params),
+            server=jax.tree.map(jnp.copy, state.server),
+            slots=initial_slots(self.layout, params, state.workers, self.n_workers),
+            diverged=jnp.zeros((), bool),
+            diverged_at=jnp.full((), -1, jnp.int32),
+        )
+
+    def execute(
+        self,
+        plan: ExecutionPlan,
+        *,
+        problem=None,
+        params: PyTree | None = None,
+        progress: Progress | None = None,
+        final_eval: bool = True,
+    ) -> EngineResult:
+        """Run the plan; `problem`/`params` default to the ones given at construction.
+
+        `final_eval=False` skips evaluating the final central variable when the plan's
+        evaluations did not (its `final` is then empty): throughput benchmarks use it.
+
+        If commit j is non-finite the run stops at the end of that chunk, and the first j
+        commits are executed again (the run is deterministic) to recover the last finite
+        central variable and states: divergence is rare, and this keeps every guard out of
+        the commits' hot loop.
+        """
+        if plan.n_workers != self.n_workers:
+            raise ValueError(f"plan has {plan.n_workers} workers, executor {self.n_workers}")
+        problem = self.problem if problem is None else problem
+        carry, recorder = self._run(problem, params, plan, progress)
+        diverged_at = int(carry.diverged_at)
+        if diverged_at >= 0:
+            carry = self._last_finite(problem, params, plan, diverged_at)
+        return self._result(problem, carry, recorder, diverged_at, final_eval)
+
+    def _run(self, problem, params, plan: ExecutionPlan, progress: Progress | None):
+        carry, recorder = self.initial_carry(params), MetricsRecorder()
+        inputs = step_inputs(plan)
+        for start, stop in plan.segments(self.chunk):
+            carry = self._run_segment(problem, carry, inputs, start, stop, plan, recorder)
+            if bool(carry.diverged):
+                break
+            carry = self._host_actions(problem, carry, plan, stop - 1, recorder)
+            if progress is not None:
+                progress(stop, len(plan))
+        return carry, recorder
+
+    def _last_finite(self, problem, params, plan: ExecutionPlan, stop: int) -> Carry:
+        """The carry after the first `stop` commits, stepping back further in the rare case
+        where theta overflowed although every update was finite."""
+        while True:
+            carry, _ = self._run(problem, params, plan.truncated(stop), None)
+            theta_ok = all(np.all(np.isfinite(x)) for x in jax.tree.leaves(carry.theta))
+            if stop == 0 or (not bool(carry.diverged) and theta_ok):
+                return carry
+            stop = int(carry.diverged_at) if bool(carry.diverged) else stop - 1
+
+    def _host_actions(self, problem, carry: Carry, plan: ExecutionPlan, k: int, recorder) -> Carry:
+        rows = plan.host_fills.get(k)
+        if rows is not None:
+            padded = np.full(self.n_workers, self.n_workers, dtype=np.int32)
+            padded[: rows.size] = rows
+            carry = carry._replace(slots=self._fill(carry.slots, carry.theta, padded))
+        if k in plan.eval_set:
+            recorder.add_eval(k, jax.device_get(problem.evaluate(carry.theta)))
+        return carry
+
+    def _result(
+        self, problem, carry: Carry, recorder: MetricsRecorder, diverged_at: int, final_eval: bool
+    ):
+        metrics = recorder.columns(stop=diverged_at + 1 if diverged_at >= 0 else None)
+        n_rows = len(next(iter(metrics.values()))) if metrics else 0
+        last = max(recorder.evals) if recorder.evals else None
+        if diverged_at < 0 and last is not None and last == n_rows - 1:
+            final = recorder.evals[last]
+        elif not final_eval:
+            final = {}
+        else:
+            final = {k: float(v) for k, v in jax.device_get(problem.evaluate(carry.theta)).items()}
+        return EngineResult(
+            params=jax.device_get(carry.theta),
+            status=Status.DIVERGED if diverged_at >= 0 else Status.OK,
+            n_commits=diverged_at if diverged_at >= 0 else n_rows,
+            diverged_at=diverged_at if diverged_at >= 0 else None,
+            metrics=metrics,
+            evals=recorder.evals,
+            final=final,
+            server_state=jax.device_get(carry.server),
+        )
+
+
+def chunk_sizes(length: int, max_chunk: int) -> list[int]:
+    """Split a segment into scan lengths from a few buckets (powers of 8 up to `max_chunk`), so
+    that the number of compiled scans stays bounded whatever the segment lengths are."""
+    buckets = sorted(
+        {1, *(8**i for i in range(1, 8) if 8**i <= max_chunk), max_chunk}, reverse=True
+    )
+    sizes = []
+    for b in buckets:
+        while length >= b:
+            sizes.append(b)
+            length -= b
+    return sizes

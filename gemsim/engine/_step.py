@@ -1,0 +1,182 @@
+"""The engine's step, in two phases: the worker's gradient work (local steps from its start
+point) and the atomic commit at the PS. The sequential executor runs them back to back in a
+`lax.scan`; the batched executor vmaps the first over a wave of commits, then scans the second.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gemsim.types import PyTree
+
+from ._layout import RowLayout
+
+
+class Carry(NamedTuple):
+    theta: PyTree  # the central variable
+    server: PyTree  # the rule's server state
+    slots: jax.Array  # float32[n + 1, K]: each worker's snapshot and rule state
+    diverged: jax.Array  # bool[]: a commit was non-finite (later ones are discarded)
+    diverged_at: jax.Array  # int32[]: the commit that produced non-finite values, or -1
+
+
+class StepInput(NamedTuple):
+    commit: jax.Array  # int32[]
+    worker: jax.Array  # int32[]
+    staleness: jax.Array  # int32[]
+    first_step: jax.Array  # int32[]: the commit's first mini-batch in the worker's stream
+    active: jax.Array  # bool[]: False for the padding of a batched wave
+
+
+class StepOutput(NamedTuple):
+    batch_loss: jax.Array  # mean loss of the worker's own mini-batches (free with the gradient)
+    finite: jax.Array
+    info: Any  # the rule's info NamedTuple
+
+
+class Work(NamedTuple):
+    """What a worker brings to its commit."""
+
+    x0: PyTree
+    x: PyTree
+    acc: PyTree
+    ws: PyTree
+    loss: jax.Array
+
+
+def gradient_phase(rule, layout: RowLayout, problem, row, worker, first_step) -> Work:
+    """The worker's local work from its row: `window` gradients and local steps."""
+    snapshot, ws = layout.unravel(row)
+    x0 = rule.start(snapshot, ws)
+    grad_fn = jax.value_and_grad(problem.loss)
+
+    def body(carry, i):
+        x, acc, ws = carry
+        batch = problem.batch(worker, first_step + i)
+        loss, g = grad_fn(x, batch, batch.key)
+        x, acc, ws = rule.local_step(x, acc, g, ws)
+        return (x, acc, ws), loss
+
+    carry = (x0, rule.init_acc(x0), ws)
+    if rule.window == 1:
+        (x, acc, ws), loss = body(carry, 0)
+    else:
+        (x, acc, ws), losses = jax.lax.scan(body, carry, jnp.arange(rule.window))
+        loss = jnp.mean(losses)
+    if rule.window > 1:
+        x, acc = _materialize((x, acc), first_step)
+    else:
+        acc = _materialize(acc, first_step)
+    return Work(x0, x, acc, ws, loss)
+
+
+def _materialize(tree: PyTree, token: jax.Array) -> PyTree:
+    """`tree`, stored to memory before the commit reads it, as when a real worker sends its
+    work to the server (gemsim.real). Otherwise XLA fuses the last local step into the
+    commit: theta + (-lr * g) becomes one fused multiply-add, rounded once instead of
+    twice, and the replay of a real run drifts from it by an ulp per commit, which training
+    amplifies. XLA on CPU drops optimization barriers before fusing; a conditional on a
+    value known only at run time (`token >= 0`, always true) is a boundary it keeps. `x`
+    is only materialized for windowed rules: the others' commits do not read it.
+    """
+    return jax.lax.cond(token >= 0, lambda t: t, lambda t: jax.tree.map(jnp.zeros_like, t), tree)
+
+
+def commit_phase(
+    rule, layout: RowLayout, carry: Carry, inp: StepInput, work: Work, *, padded: bool = False
+):
+    """The atomic commit at the PS, then the worker's row written back: its new rule state
+    and theta as its next snapshot.
+
+    Writing theta unconditionally is exact: a worker whose next pull is not this commit's
+    version gets that pull as a host fill, which runs later and overwrites the snapshot
+    (`plan.make_plan`). Divergence is only detected here, from two scalars the commit has
+    anyway (the worker's loss and the norm of the update applied); the executor then
+    re-runs the commits before it to recover the last finite state (`Executor.execute`).
+    Guards on theta and on the row were passes over them on every commit, a tenth of a
+    commit's cost beside its gradient. `padded` (batched waves): inactive padding members
+    must leave theta and the server state unchanged.
+    """
+    theta, server, ws, info = rule.commit(
+        carry.theta, carry.server, work.ws, work.x0, work.x, work.acc, inp.staleness
+    )
+    finite = jnp.isfinite(work.loss) & jnp.isfinite(info.update_norm)
+    if padded:
+        finite = finite | ~inp.active
+        theta = _select(inp.active, theta, carry.theta)
+        server = _select(inp.active, server, carry.server)
+    row_index = jnp.where(inp.active, inp.worker, carry.slots.shape[0] - 1)
+    slots = jax.lax.dynamic_update_index_in_dim(carry.slots, layout.ravel(theta, ws), row_index, 0)
+    newly = ~finite & ~carry.diverged
+    carry = Carry(
+        theta=theta,
+        server=server,
+        slots=slots,
+        diverged=carry.diverged | ~finite,
+        diverged_at=jnp.where(newly, inp.commit, carry.diverged_at),
+    )
+    return carry, StepOutput(batch_loss=work.loss, finite=finite, info=info)
+
+
+def make_step(rule, layout: RowLayout):
+    """`step(problem, carry, StepInput) -> (carry, StepOutput)`: one commit, both phases.
+
+    The problem is an argument, not a closure: it is a pytree whose data arrays then reach
+    the compiled program as inputs instead of being baked in as constants.
+    """
+
+    def step(problem, carry: Carry, inp: StepInput):
+        row = jax.lax.dynamic_index_in_dim(carry.slots, inp.worker, keepdims=False)
+        work = gradient_phase(rule, layout, problem, row, inp.worker, inp.first_step)
+        return commit_phase(rule, layout, carry, inp, work)
+
+    return step
+
+
+def make_chunk(rule, layout: RowLayout):
+    """`chunk(problem, carry, inputs) -> (carry, outputs)`: a scan of commits, pipelined.
+
+    The row of commit k + 1 is read right after commit k's in-place write and carried as a
+    buffer of its own, so that nothing else in a step reads the [n + 1, K] slots. When the
+    read is left inside the step, XLA fuses it into the computations that feed the write;
+    where the new row depends on other offsets of the old one (GEM: theta depends on s, the
+    snapshot on theta) it then copies the whole slots array on every commit (docs/design.md §9).
+    """
+
+    def body(problem, state, inp_next):
+        (carry, row), (inp, next_worker) = state, inp_next
+        work = gradient_phase(rule, layout, problem, row, inp.worker, inp.first_step)
+        carry, out = commit_phase(rule, layout, carry, inp, work)
+        next_row = jax.lax.dynamic_index_in_dim(carry.slots, next_worker, keepdims=False)
+        return (carry, next_row), out
+
+    def chunk(problem, carry: Carry, inputs: StepInput):
+        spare = jnp.full((1,), carry.slots.shape[0] - 1, inputs.worker.dtype)
+        next_workers = jnp.concatenate([inputs.worker[1:], spare])
+        row = jax.lax.dynamic_index_in_dim(carry.slots, inputs.worker[0], keepdims=False)
+        (carry, _), out = jax.lax.scan(
+            functools.partial(body, problem), (carry, row), (inputs, next_workers)
+        )
+        return carry, out
+
+    return chunk
+
+
+def step_inputs(plan) -> StepInput:
+    """The scan inputs of a whole plan (numpy; sliced into chunks by the executors)."""
+    return StepInput(
+        commit=np.arange(len(plan), dtype=np.int32),
+        worker=plan.worker,
+        staleness=plan.staleness,
+        first_step=plan.first_step,
+        active=np.ones(len(plan), dtype=bool),
+    )
+
+
+def _select(pred: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)

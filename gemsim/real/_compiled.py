@@ -1,0 +1,120 @@
+"""The compiled functions a real run executes: the engine's own two phases, nothing else.
+
+A worker runs `gradient_phase` on the row the parameter server wrote for it and sends the
+result back as one flat float32 vector; the server applies it with `commit_phase`. Both are
+the engine's functions (gemsim/engine/step.py), so a real run and the replay of its trace
+compute every commit with the same code and differ only where XLA fuses differently.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from gemsim.engine._layout import RowLayout, initial_slots
+from gemsim.engine._step import Carry, StepInput, commit_phase, gradient_phase
+from gemsim.types import PyTree
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One rule on one problem: the row layout, the worker's and the server's functions."""
+
+    rule: Any
+    problem: Any
+    n_workers: int
+    layout: RowLayout
+    work_size: int
+    _unravel_work: Any
+    _gradient: Any
+    _commit: Any
+
+    @staticmethod
+    def of(rule, problem, n_workers: int) -> Compiled:
+        params = problem.init_params
+        ws_row = jax.tree.map(lambda a: a[0], rule.init(params, n_workers).workers)
+        layout = RowLayout.of(params, ws_row)
+        row = jnp.zeros((layout.row_size,), jnp.float32)
+        zero = jnp.zeros((), jnp.int32)
+        work = jax.eval_shape(lambda: gradient_phase(rule, layout, problem, row, zero, zero))
+        flat, unravel = ravel_pytree(jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), work))
+
+        def gradient(problem, row, worker, first_step):
+            return ravel_pytree(gradient_phase(rule, layout, problem, row, worker, first_step))[0]
+
+        def commit(carry, inp, flat_work):
+            carry, out = commit_phase(rule, layout, carry, inp, unravel(flat_work))
+            return carry, out, carry.slots[0]
+
+        return Compiled(
+            rule=rule,
+            problem=problem,
+            n_workers=n_workers,
+            layout=layout,
+            work_size=int(flat.size),
+            _unravel_work=unravel,
+            _gradient=jax.jit(gradient),
+            _commit=jax.jit(commit),
+        )
+
+    # --- worker side -------------------------------------------------------------------
+
+    def gradient(self, row: np.ndarray, worker: int, first_step: int) -> np.ndarray:
+        """The worker's work from its row, flat (blocks until computed)."""
+        flat = self._gradient(self.problem, row, np.int32(worker), np.int32(first_step))
+        return np.asarray(flat)
+
+    # --- server side -------------------------------------------------------------------
+
+    def initial_rows(self) -> np.ndarray:
+        """float32[n, K]: every worker's row at the start (as the engine's slots)."""
+        state = self.rule.init(self.problem.init_params, self.n_workers)
+        slots = initial_slots(self.layout, self.problem.init_params, state.workers, self.n_workers)
+        return np.array(slots[: self.n_workers])  # writable: the server updates it
+
+    def initial_carry(self) -> Carry:
+        """The server's state. Its slot buffer has one row: the committer's new row is
+        written there and copied out to the worker; the server keeps no per-worker rows."""
+        params = self.problem.init_params
+        state = self.rule.init(params, self.n_workers)
+        return Carry(
+            theta=jax.tree.map(jnp.copy, params),
+            server=state.server,
+            slots=jnp.zeros((1, self.layout.row_size), jnp.float32),
+            diverged=jnp.zeros((), bool),
+            diverged_at=jnp.full((), -1, jnp.int32),
+        )
+
+    def commit(self, carry: Carry, commit: int, staleness: int, flat_work: np.ndarray):
+        """Apply one commit: `(carry, StepOutput on the host, the committer's new row)`."""
+        inp = StepInput(
+            commit=np.int32(commit),
+            worker=np.int32(0),  # the row index in the one-row buffer
+            staleness=np.int32(staleness),
+            first_step=np.int32(0),  # unused by the commit
+            active=np.bool_(True),
+        )
+        carry, out, row = self._commit(carry, inp, flat_work)
+        return carry, jax.device_get(out), np.asarray(row)
+
+    def warm_up(self) -> None:
+        """Compile the server's functions now, so the first commit's service time is not
+        a compilation (the result is discarded)."""
+        carry = self.initial_carry()
+        self.commit(carry, 0, 0, np.zeros(self.work_size, np.float32))
+        self.snapshot_of(carry.theta)
+
+    def snapshot_of(self, theta: PyTree) -> np.ndarray:
+        """theta flat, as the snapshot part of a row (a pull of the current version)."""
+        return np.asarray(_ravel(theta))
+
+
+@functools.partial(jax.jit)
+def _ravel(tree: PyTree) -> jax.Array:
+    return ravel_pytree(tree)[0]

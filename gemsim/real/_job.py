@@ -1,0 +1,53 @@
+"""What a real backend runs, and what it gives back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gemsim import timing
+from gemsim.engine import EngineResult
+
+from ._server import WorkerEvent
+
+
+@dataclass(frozen=True)
+class RealJob:
+    """One scenario for a real backend, as picklable values.
+
+    Attributes:
+        build: called in every process (server and workers) to get `(rule, problem)`;
+            must be picklable (a module-level function or a partial of one), since
+            processes are spawned and share nothing but what is sent to them.
+        spec: the cluster: worker count, compute laws (used with `emulate_latency`),
+            joins, failures, budget and window. Network and service laws are not
+            emulated: the real run has its own.
+        seed: the scenario seed; the emulated delays are drawn from the timing model's
+            own per-worker streams, so that worker w sleeps what the simulator draws.
+        emulate_latency: each commit's compute lasts at least the compute time the
+            timing model draws for it (the worker sleeps the rest).
+        name: for process titles and messages.
+    """
+
+    build: Callable[[], tuple[Any, Any]]
+    spec: timing.ClusterSpec
+    seed: int
+    emulate_latency: bool = False
+    name: str = "gemsim"
+
+    @property
+    def n_workers(self) -> int:
+        return len(self.spec.workers)
+
+
+@dataclass(frozen=True)
+class RealRun:
+    """A finished real run: the engine-shaped result, the recorded trace and what
+    happened to the worker processes."""
+
+    result: EngineResult
+    trace: timing.CommitTrace
+    events: tuple[WorkerEvent, ...]
+    backend: str
+    wall_seconds: float

@@ -1,0 +1,313 @@
+"""`--backend process`: a real asynchronous run with one process per worker.
+
+This process is the parameter server. Workers are spawned (`multiprocessing`, `spawn`
+start method) and each talks to the server over its own pipe, never a shared queue: a
+worker killed while writing a shared queue would leave its lock held and hang the others.
+The server serves the works that have arrived in the order they arrived (FIFO by the
+workers' send timestamps, on the system-wide monotonic clock), one at a time, so every
+commit is atomic. Parameters travel through shared memory (gemsim/real/shared.py).
+
+Scheduled failures kill the worker (SIGKILL) at their time and, when asked, start a new
+process after `restart_after` seconds plus its start-up (import, compile): the restarted
+worker pulls the central variable of that moment. A worker that dies by itself is seen at
+once (its pipe closes) and recorded; the run goes on with the others. Whatever happens,
+every worker process is stopped and the shared memory released before this returns.
+"""
+
+from __future__ import annotations
+
+import heapq
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Callable
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+
+import numpy as np
+
+from gemsim import timing
+
+from ._compiled import Compiled
+from ._job import RealJob, RealRun
+from ._server import ServerBook, WorkerEvent
+from ._shared import SharedArray
+from ._worker import worker_main
+
+# One XLA thread per worker process: a worker stands for one device, and n multi-threaded
+# workers on a few cores would only fight over them.
+WORKER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+STARTUP_TIMEOUT_S = 600.0  # import + data + compile of a worker on a loaded machine
+STALL_TIMEOUT_S = 300.0  # a working worker silent this long is declared hung
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class _Worker:
+    process: mp.Process
+    conn: Connection
+    state: str  # starting | ready | working | stopped | dead
+    since: float  # when the state began (run clock)
+
+
+class ProcessBackend:
+    """Runs a RealJob with worker processes; `run()` once per instance."""
+
+    name = "process"
+
+    def __init__(self, job: RealJob, *, progress: Progress | None = None):
+        self.job = job
+        self.progress = progress
+        self._ctx = mp.get_context("spawn")
+        self._workers: dict[int, _Worker] = {}
+        self._pending: list[tuple[float, int, int, float]] = []  # (arrived, seq, worker, compute)
+        self._seq = 0
+        self._t0 = 0.0
+        self._restarting: set[int] = set()
+
+    def run(self) -> RealRun:
+        job = self.job
+        rule, problem = job.build()
+        compiled = Compiled.of(rule, problem, job.n_workers)
+        self.book = ServerBook(compiled, job.spec.budget)
+        started = time.perf_counter()
+        with ExitStack() as stack:
+            shape_rows = (job.n_workers, compiled.layout.row_size)
+            self.rows = stack.enter_context(SharedArray.create(shape_rows))
+            self.outbox = stack.enter_context(
+                SharedArray.create((job.n_workers, compiled.work_size))
+            )
+            self.rows.array[:] = self.book.rows
+            stack.callback(self._stop_all)
+            for w in range(job.n_workers):
+                self._spawn(w)
+            compiled.warm_up()
+            self._await_startup()
+            self._t0 = time.monotonic()
+            self._loop()
+            duration = self._clock()
+            self._reap()
+        return RealRun(
+            result=self.book.result(),
+            trace=self.book.trace(duration),
+            events=tuple(self.book.events),
+            backend=self.name,
+            wall_seconds=time.perf_counter() - started,
+        )
+
+    # --- processes ---------------------------------------------------------------------
+
+    def _spawn(self, w: int) -> None:
+        parent, child = self._ctx.Pipe()
+        process = self._ctx.Process(
+            target=worker_main,
+            args=(w, child, self.rows.name, self.outbox.name, self.job),
+            name=f"{self.job.name}-worker-{w}",
+            daemon=True,
+        )
+        with _environ(XLA_FLAGS=WORKER_XLA_FLAGS, JAX_PLATFORMS="cpu"):
+            process.start()
+        child.close()  # the worker's end lives in the worker only: its death closes the pipe
+        self._workers[w] = _Worker(process, parent, "starting", self._clock())
+
+    def _await_startup(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while any(x.state == "starting" for x in self._workers.values()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"workers did not start within {STARTUP_TIMEOUT_S:.0f} s")
+            self._receive(timeout=0.5)
+            dead = [w for w, x in self._workers.items() if x.state == "dead"]
+            if dead:
+                raise RuntimeError(f"worker {dead[0]} died while starting (see its stderr)")
+
+    def _stop_all(self) -> None:
+        for x in self._workers.values():
+            if x.process.is_alive():
+                with suppress(BrokenPipeError, OSError):
+                    x.conn.send(("stop",))
+        for x in self._workers.values():
+            x.process.join(timeout=5)
+            if x.process.is_alive():
+                x.process.kill()
+                x.process.join()
+            x.conn.close()
+
+    def _kill(self, w: int, event: str, detail: str = "") -> None:
+        x = self._workers[w]
+        if x.process.is_alive():
+            x.process.kill()
+        x.process.join()
+        x.conn.close()
+        x.state = "dead"
+        self._pending = [p for p in self._pending if p[2] != w]
+        heapq.heapify(self._pending)
+        self.book.events.append(WorkerEvent(self._clock(), w, event, detail))
+
+    # --- the server loop ---------------------------------------------------------------
+
+    def _clock(self) -> float:
+        return time.monotonic() - self._t0
+
+    def _loop(self) -> None:
+        schedule = self._schedule()
+        while True:
+            now = self._clock()
+            while schedule and schedule[0][0] <= now:
+                _, _, action, w = heapq.heappop(schedule)
+                self._scheduled(action, w, schedule)
+            for w, x in self._workers.items():
+                if x.state == "ready" and self._started(w, schedule):
+                    self._go(w, pull=True)  # a restarted worker, or one that joins late
+            if self.book.done(now) or self._finished(schedule):
+                return
+            self._check_stalls(now)
+            wake = schedule[0][0] - now if schedule else 0.5
+            self._receive(timeout=min(max(wake, 0.0), 0.5))
+            self._serve_pending()
+
+    def _schedule(self) -> list[tuple[float, int, str, int]]:
+        """Joins, kills and restarts in time order (ties: in listing order)."""
+        items = []
+        for w, spec in enumerate(self.job.spec.workers):
+            items.append((spec.join_at, len(items), "join", w))
+            for f in spec.failures:
+                items.append((f.at, len(items), "kill", w))
+                if f.restart_after is not None:
+                    items.append((f.at + f.restart_after, len(items), "restart", w))
+        heapq.heapify(items)
+        return items
+
+    def _started(self, w: int, schedule) -> bool:
+        """Whether worker w's join time has come (a ready worker waits for it)."""
+        return not any(action == "join" and v == w for _, _, action, v in schedule)
+
+    def _scheduled(self, action: str, w: int, schedule) -> None:
+        x = self._workers[w]
+        if action == "join":
+            late = self.job.spec.workers[w].join_at > 0
+            if late:
+                self.book.events.append(WorkerEvent(self._clock(), w, "joined"))
+            if x.state == "ready":
+                self._go(w, pull=late)
+        elif action == "kill":
+            if x.state != "dead":
+                self._kill(w, "killed", "scheduled failure")
+        elif action == "restart":
+            self._spawn(w)
+            self._restarting.add(w)
+
+    def _finished(self, schedule) -> bool:
+        """No worker can commit any more and none is due to (re)start."""
+        busy = any(x.state in ("starting", "ready", "working") for x in self._workers.values())
+        return not busy and not self._pending and not schedule
+
+    def _go(self, w: int, *, pull: bool) -> None:
+        x = self._workers[w]
+        if pull:
+            self.rows.array[w] = self.book.pull(w)
+        if w in self._restarting:
+            self._restarting.discard(w)
+            self.book.events.append(WorkerEvent(self._clock(), w, "restarted"))
+        if self._send(w, ("go", self.book.first_step(w))):
+            x.state, x.since = "working", self._clock()
+
+    def _send(self, w: int, message: tuple) -> bool:
+        """Send to a worker; a closed pipe means it died (recorded), and False."""
+        try:
+            self._workers[w].conn.send(message)
+        except (BrokenPipeError, OSError):
+            self._died(w)
+            return False
+        return True
+
+    def _receive(self, timeout: float) -> None:
+        live = {x.conn: w for w, x in self._workers.items() if x.state != "dead"}
+        if not live:
+            time.sleep(timeout)
+            return
+        for conn in wait(list(live), timeout=timeout):
+            w = live[conn]
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):
+                self._died(w)
+                continue
+            x = self._workers[w]
+            if message[0] == "ready":
+                x.state, x.since = "ready", self._clock()
+            elif message[0] == "work":
+                _, compute, sent = message
+                heapq.heappush(self._pending, (sent - self._t0, self._seq, w, compute))
+                self._seq += 1
+
+    def _reap(self) -> None:
+        """Record the deaths the loop had no time to see before the run ended."""
+        self._receive(timeout=0)
+        for w, x in self._workers.items():
+            if x.state != "dead" and not x.process.is_alive():
+                self._died(w)
+
+    def _died(self, w: int) -> None:
+        x = self._workers[w]
+        x.process.join(timeout=5)
+        code = x.process.exitcode
+        x.conn.close()
+        x.state = "dead"
+        self.book.events.append(WorkerEvent(self._clock(), w, "died", f"exit code {code}"))
+
+    def _serve_pending(self) -> None:
+        while self._pending and not self.book.done(self._clock()):
+            arrived, _, w, compute = heapq.heappop(self._pending)
+            started = self._clock()
+            work = np.array(self.outbox.array[w])
+            row = self.book.commit(
+                w, work, compute=compute, arrived=arrived, started=started, clock=self._clock
+            )
+            if self.progress is not None:
+                self.progress(self.book.version, self._total())
+            if row is None:  # non-finite: the run is over
+                return
+            self.rows.array[w] = row
+            x = self._workers[w]
+            if x.state == "working":
+                if self.book.wants_more(w, self._clock()):
+                    self._go(w, pull=False)
+                elif self._send(w, ("stop",)):
+                    x.state = "stopped"
+            self._receive(timeout=0)  # later arrivals queue behind the earlier ones
+
+    def _check_stalls(self, now: float) -> None:
+        for w, x in self._workers.items():
+            if x.state == "working" and now - x.since > STALL_TIMEOUT_S:
+                self._kill(w, "died", f"no work for {STALL_TIMEOUT_S:.0f} s (hung)")
+
+    def _total(self) -> int:
+        budget = self.job.spec.budget
+        if isinstance(budget, timing.CommitBudget):
+            return budget.commits
+        if isinstance(budget, timing.StepsBudget):
+            window = self.book.compiled.rule.window
+            return self.job.n_workers * -(-budget.steps_per_worker // window)
+        return 0
+
+
+def run_process(job: RealJob, *, progress: Progress | None = None) -> RealRun:
+    """Run the job with real worker processes (see the module docstring)."""
+    return ProcessBackend(job, progress=progress).run()
+
+
+@contextmanager
+def _environ(**values: str):
+    """Set environment variables for a child about to be spawned (it copies them)."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -1,0 +1,237 @@
+"""`--backend ray` (extra `gemsim[ray]`): the same protocol with actors, for runs across
+machines.
+
+The parameter server is an actor holding the `ServerBook`; each worker is an actor that
+loops: compute the work on its row, call `server.commit`, get its next row back. An actor
+runs one call at a time, in the order the calls arrive, so the server's mailbox is the FIFO
+commit queue and every commit is atomic. Rows and works travel through Ray's object store.
+Clocks are wall clocks (`time.time`): on several machines they are only as close as NTP
+keeps them, which affects the recorded queue times, not the order of commits.
+
+A worker killed by a scheduled failure is replaced by a new actor after `restart_after`;
+each (re)start is a new incarnation at the server, which ignores commits still in flight
+from an older one. An actor that dies by itself is recorded and the run goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ._compiled import Compiled
+from ._job import RealJob, RealRun
+from ._process import WORKER_XLA_FLAGS
+from ._server import ServerBook, WorkerEvent
+
+POLL_S = 0.2
+Progress = Callable[[int, int], None]
+
+
+class _Server:
+    """The parameter-server actor's class (wrapped with `ray.remote` at run time)."""
+
+    def __init__(self, job: RealJob):
+        rule, problem = job.build()
+        self.compiled = Compiled.of(rule, problem, job.n_workers)
+        self.compiled.warm_up()
+        self.book = ServerBook(self.compiled, job.spec.budget)
+        self.incarnation = np.zeros(job.n_workers, np.int64)
+        self.t0 = time.time()
+
+    def start_clock(self) -> float:
+        self.t0 = time.time()
+        return self.t0
+
+    def clock(self) -> float:
+        return time.time() - self.t0
+
+    def pull(self, w: int):
+        """A (re)started worker's first row: the central variable of now, and its
+        incarnation; None when the run is over."""
+        if self.book.done(self.clock()):
+            return None
+        self.incarnation[w] += 1
+        return self.book.pull(w).copy(), self.book.first_step(w), int(self.incarnation[w])
+
+    def forget(self, w: int) -> None:
+        """The worker was killed: commits still in flight from it are void."""
+        self.incarnation[w] += 1
+
+    def commit(self, w: int, incarnation: int, work, compute: float, sent: float):
+        """Apply the work; the worker's next `(row, first_step)`, or None: stop."""
+        started = self.clock()
+        if incarnation != self.incarnation[w] or self.book.done(started):
+            return None
+        row = self.book.commit(
+            w, work, compute=compute, arrived=sent - self.t0, started=started, clock=self.clock
+        )
+        if row is None or not self.book.wants_more(w, self.clock()):
+            return None
+        return row.copy(), self.book.first_step(w)
+
+    def progress(self) -> int:
+        return self.book.version
+
+    def done(self) -> bool:
+        return self.book.done(self.clock())
+
+    def finish(self, events: list[WorkerEvent]):
+        self.book.events.extend(events)
+        duration = self.clock()
+        return self.book.result(), self.book.trace(duration), tuple(self.book.events)
+
+
+class _Worker:
+    """A worker actor's class."""
+
+    def __init__(self, w: int, job: RealJob):
+        from gemsim.timing._draws import worker_draws
+
+        rule, problem = job.build()
+        self.w, self.job, self.window = w, job, rule.window
+        self.compiled = Compiled.of(rule, problem, job.n_workers)
+        row = self.compiled.initial_rows()[w]
+        self.compiled.gradient(row, w, 0)  # compile before the clock starts
+        self.draws = worker_draws(job.spec, job.seed, w).compute
+        self.drawn = 0
+
+    def ready(self) -> bool:
+        return True
+
+    def run(self, server) -> int:
+        import ray
+
+        start = ray.get(server.pull.remote(self.w))
+        if start is None:
+            return 0
+        row, first_step, incarnation = start
+        commits = 0
+        while True:
+            started = time.time()
+            work = self.compiled.gradient(row, self.w, first_step)
+            if self.job.emulate_latency:
+                while self.drawn < first_step // self.window:
+                    self.draws()
+                    self.drawn += 1
+                target = self.draws()
+                self.drawn += 1
+                time.sleep(max(0.0, target - (time.time() - started)))
+            compute = time.time() - started
+            reply = ray.get(server.commit.remote(self.w, incarnation, work, compute, time.time()))
+            commits += 1
+            if reply is None:
+                return commits
+            row, first_step = reply
+
+
+def run_ray(job: RealJob, *, progress: Progress | None = None, address: str | None = None):
+    """Run the job with Ray actors; a local Ray instance is started unless `address` names
+    a running cluster."""
+    try:
+        import ray
+    except ImportError:  # pragma: no cover - depends on the extra
+        raise RuntimeError("the ray backend needs the extra: pip install 'gemsim[ray]'") from None
+
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        if address is None:
+            ray.init(num_cpus=job.n_workers + 1, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    try:
+        return _Driver(job, ray, progress).run()
+    finally:
+        if started_ray:
+            ray.shutdown()
+
+
+class _Driver:
+    """Starts the actors, fires the scheduled failures and restarts, watches for deaths."""
+
+    def __init__(self, job: RealJob, ray, progress: Progress | None):
+        self.job, self.ray, self.progress = job, ray, progress
+        options = {"runtime_env": {"env_vars": {"XLA_FLAGS": WORKER_XLA_FLAGS}}}
+        self.Server = ray.remote(_Server)
+        self.Worker = ray.remote(**options)(_Worker)
+        self.events: list[WorkerEvent] = []
+
+    def run(self) -> RealRun:
+        ray, job = self.ray, self.job
+        wall = time.perf_counter()
+        self.server = self.Server.remote(job)
+        workers = {w: self.Worker.remote(w, job) for w in range(job.n_workers)}
+        ray.get([a.ready.remote() for a in workers.values()] + [self.server.progress.remote()])
+        t0 = ray.get(self.server.start_clock.remote())
+        schedule = self._schedule()
+        running = {}  # ObjectRef of a worker's run() -> worker id
+        actors = dict(workers)
+        killed_by_us: set[int] = set()
+        while True:
+            now = time.time() - t0
+            while schedule and schedule[0][0] <= now:
+                _, action, w = schedule.pop(0)
+                if action == "start":
+                    running[actors[w].run.remote(self.server)] = w
+                elif action == "kill" and actors.get(w) is not None:
+                    ray.kill(actors[w])
+                    killed_by_us.add(w)
+                    self.server.forget.remote(w)
+                    actors[w] = None
+                    self.events.append(WorkerEvent(now, w, "killed", "scheduled failure"))
+                elif action == "restart":
+                    actors[w] = self.Worker.remote(w, job)
+                    ray.get(actors[w].ready.remote())
+                    running[actors[w].run.remote(self.server)] = w
+                    restarted = time.time() - t0
+                    self.events.append(WorkerEvent(restarted, w, "restarted"))
+            if self.progress is not None:
+                self.progress(ray.get(self.server.progress.remote()), self._total())
+            if not running and not schedule:
+                break
+            if running:
+                done, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
+                for ref in done:
+                    w = running.pop(ref)
+                    try:
+                        ray.get(ref)
+                    except ray.exceptions.RayActorError as exc:
+                        if w in killed_by_us:
+                            killed_by_us.discard(w)
+                        else:
+                            self.events.append(
+                                WorkerEvent(time.time() - t0, w, "died", type(exc).__name__)
+                            )
+            else:
+                time.sleep(POLL_S)
+        result, trace, events = ray.get(self.server.finish.remote(self.events))
+        for actor in actors.values():
+            if actor is not None:
+                ray.kill(actor)
+        ray.kill(self.server)
+        return RealRun(
+            result=result,
+            trace=trace,
+            events=events,
+            backend="ray",
+            wall_seconds=time.perf_counter() - wall,
+        )
+
+    def _schedule(self) -> list[tuple[float, str, int]]:
+        items = []
+        for w, spec in enumerate(self.job.spec.workers):
+            items.append((spec.join_at, "start", w))
+            for f in spec.failures:
+                items.append((f.at, "kill", w))
+                if f.restart_after is not None:
+                    items.append((f.at + f.restart_after, "restart", w))
+        return sorted(items, key=lambda item: item[0])
+
+    def _total(self) -> int:
+        from gemsim import timing
+
+        budget = self.job.spec.budget
+        if isinstance(budget, timing.CommitBudget):
+            return budget.commits
+        return 0

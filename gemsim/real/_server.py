@@ -1,0 +1,173 @@
+"""The parameter server's bookkeeping, shared by every real backend.
+
+The backends move messages and bytes; this class decides what a commit means: it applies
+the work with the engine's commit, records the trace row (order, pulled version, measured
+times), tracks each worker's mini-batch counter and pulled version, and says when the
+budget is spent. Commits are applied one at a time, in the order the backend serves them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+
+from gemsim import timing
+from gemsim.engine import EngineResult
+from gemsim.engine._metrics import MetricsRecorder
+from gemsim.types import Status
+
+from ._compiled import Compiled
+
+
+@dataclass(frozen=True)
+class WorkerEvent:
+    """Something that happened to a worker process: `joined`, `killed` (a scheduled
+    failure), `died` (unexpectedly), `restarted`."""
+
+    time: float
+    worker: int
+    event: str
+    detail: str = ""
+
+
+@dataclass
+class _Columns:
+    time: list[float] = field(default_factory=list)
+    worker: list[int] = field(default_factory=list)
+    pulled: list[int] = field(default_factory=list)
+    compute: list[float] = field(default_factory=list)
+    queue: list[float] = field(default_factory=list)
+    service: list[float] = field(default_factory=list)
+
+
+class ServerBook:
+    """The central variable, the rule's server state, and the record of a real run."""
+
+    def __init__(self, compiled: Compiled, budget: timing.Budget):
+        self.compiled = compiled
+        self.budget = budget
+        n = compiled.n_workers
+        self.carry = compiled.initial_carry()
+        self.rows = compiled.initial_rows()  # the rows workers read (copied into shared memory)
+        self.pulled = np.zeros(n, np.int64)  # version each worker's snapshot holds
+        self.commits_of = np.zeros(n, np.int64)
+        self.events: list[WorkerEvent] = []
+        self.diverged_at: int | None = None
+        self._cols = _Columns()
+        self._outputs: list = []
+        self._busy = 0.0
+
+    # --- the protocol ------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        return len(self._cols.worker)
+
+    def first_step(self, worker: int) -> int:
+        """The worker's next mini-batch in its stream (committed batches only, as the
+        engine counts them: work lost in a crash is computed again)."""
+        return int(self.commits_of[worker]) * self.compiled.rule.window
+
+    def wants_more(self, worker: int, now: float) -> bool:
+        """Whether the worker should compute another commit."""
+        if self.done(now):
+            return False
+        if isinstance(self.budget, timing.StepsBudget):
+            window = self.compiled.rule.window
+            return self.commits_of[worker] < math.ceil(self.budget.steps_per_worker / window)
+        return True
+
+    def done(self, now: float) -> bool:
+        if self.diverged_at is not None:
+            return True
+        if isinstance(self.budget, timing.CommitBudget):
+            return self.version >= self.budget.commits
+        if isinstance(self.budget, timing.SecondsBudget):
+            return now >= self.budget.seconds
+        return False  # a steps budget ends when every worker has stopped
+
+    def pull(self, worker: int) -> np.ndarray:
+        """Write the current central variable into the worker's snapshot (a join or a
+        restart pulls the version of that moment); returns its row."""
+        size = self.compiled.layout.snapshot_size
+        self.rows[worker, :size] = self.compiled.snapshot_of(self.carry.theta)
+        self.pulled[worker] = self.version
+        return self.rows[worker]
+
+    def commit(
+        self,
+        worker: int,
+        work: np.ndarray,
+        *,
+        compute: float,
+        arrived: float,
+        started: float,
+        clock,
+    ) -> np.ndarray | None:
+        """Apply a worker's work atomically; returns its new row, or None if the commit was
+        non-finite (the run then stops: the central variable stays the last finite one).
+        Times are seconds since the run started; `clock()` reads that clock."""
+        k = self.version
+        staleness = k - int(self.pulled[worker])
+        carry, out, row = self.compiled.commit(self.carry, k, staleness, work)
+        finished = clock()
+        c = self._cols
+        c.time.append(finished)
+        c.worker.append(worker)
+        c.pulled.append(int(self.pulled[worker]))
+        c.compute.append(compute)
+        c.queue.append(max(0.0, started - arrived))
+        c.service.append(finished - started)
+        self._busy += finished - started
+        self._outputs.append(out)
+        if not bool(out.finite):
+            self.diverged_at = k
+            return None
+        self.carry = carry
+        self.rows[worker] = row
+        self.pulled[worker] = k + 1
+        self.commits_of[worker] += 1
+        return row
+
+    # --- the record --------------------------------------------------------------------
+
+    def trace(self, duration: float) -> timing.CommitTrace:
+        c = self._cols
+        n = len(c.worker)
+        pulled = np.asarray(c.pulled, np.int64)
+        commit = np.arange(n, dtype=np.int64)
+        return timing.CommitTrace(
+            commit=commit,
+            time=np.asarray(c.time, float),
+            worker=np.asarray(c.worker, np.int64),
+            pulled_version=pulled,
+            staleness=commit - pulled,
+            compute_time=np.asarray(c.compute, float),
+            queue_time=np.asarray(c.queue, float),
+            service_time=np.asarray(c.service, float),
+            n_workers=self.compiled.n_workers,
+            duration=max(duration, c.time[-1] if n else 0.0),
+            busy_time=self._busy,
+        )
+
+    def result(self) -> EngineResult:
+        """The run as the engine reports one (final evaluation of the last finite theta)."""
+        recorder = MetricsRecorder()
+        if self._outputs:
+            recorder.add(jax.tree.map(lambda *xs: np.stack(xs), *self._outputs))
+        problem, theta = self.compiled.problem, self.carry.theta
+        final = {k: float(v) for k, v in jax.device_get(problem.evaluate(theta)).items()}
+        diverged = self.diverged_at is not None
+        return EngineResult(
+            params=jax.device_get(theta),
+            status=Status.DIVERGED if diverged else Status.OK,
+            n_commits=self.diverged_at if diverged else self.version,
+            diverged_at=self.diverged_at,
+            metrics=recorder.columns(),
+            evals={},
+            final=final,
+            server_state=jax.device_get(self.carry.server),
+        )

@@ -1,0 +1,64 @@
+"""A worker process: compute the work for the row the server wrote, hand it back, repeat.
+
+Spawned (nothing inherited): it builds its own rule and problem from the job, compiles the
+engine's gradient phase, says `ready`, then waits for `("go", first_step)` or `("stop",)`.
+It leaves quietly when the server's end of its pipe closes, so that it cannot outlive the
+run.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from gemsim.timing._draws import worker_draws
+
+from ._compiled import Compiled
+from ._job import RealJob
+from ._shared import SharedArray
+
+
+def worker_main(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) -> None:
+    """The spawn target of one worker process."""
+    try:
+        _serve(worker, conn, rows_name, outbox_name, job)
+    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
+        pass  # the server is gone or the user interrupted: nothing to clean up but memory
+    finally:
+        conn.close()
+
+
+def _serve(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) -> None:
+    rule, problem = job.build()
+    compiled = Compiled.of(rule, problem, job.n_workers)
+    n = job.n_workers
+    rows = SharedArray.attach(rows_name, (n, compiled.layout.row_size))
+    outbox = SharedArray.attach(outbox_name, (n, compiled.work_size))
+    try:
+        compiled.gradient(np.array(rows.array[worker]), worker, 0)  # compile before `ready`
+        draws = worker_draws(job.spec, job.seed, worker).compute
+        drawn = 0
+        conn.send(("ready",))
+        while True:
+            message = conn.recv()
+            if message[0] != "go":
+                return
+            first_step = message[1]
+            started = time.monotonic()
+            work = compiled.gradient(np.array(rows.array[worker]), worker, first_step)
+            if job.emulate_latency:
+                # The stream is the timing model's own: commit c of this worker draws value c
+                # (skipping the values of commits made before a restart).
+                while drawn < first_step // rule.window:
+                    draws()
+                    drawn += 1
+                target = draws()
+                drawn += 1
+                time.sleep(max(0.0, target - (time.monotonic() - started)))
+            compute = time.monotonic() - started
+            outbox.array[worker] = work
+            conn.send(("work", compute, time.monotonic()))
+    finally:
+        rows.close()
+        outbox.close()

@@ -1,0 +1,345 @@
+"""Loading a results folder into tidy pandas frames (and an optional xarray view)."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from gemsim.results._run_folder import (
+    MANIFEST_FILE,
+    METRICS_FILE,
+    read_manifest,
+)
+from gemsim.types import Status
+
+RUN_COLUMNS = ("run_id", "name", "config", "status", "seed", "repeat")
+"""Run-level columns that start every frame, in this order."""
+
+SUMMARY_COLUMNS = (
+    "final_train_loss",
+    "final_test_loss",
+    "final_test_accuracy",
+    "staleness_mean",
+    "staleness_var",
+    "staleness_max",
+    "wall_seconds",
+    "n_commits",
+    "error",
+)
+"""Per-run columns of :func:`load_summary` after the run-level and sweep columns."""
+
+_DEFAULT_STATUSES = (Status.OK, Status.DIVERGED)
+
+
+# --------------------------------------------------------------------------- sweep values
+
+
+def format_value(value: Any) -> str:
+    """Short readable text for a sweep value: scalars as themselves, tables as ``{k: v, ...}``."""
+    if isinstance(value, Mapping):
+        inner = ", ".join(f"{key}: {format_value(value[key])}" for key in sorted(value))
+        return "{" + inner + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(format_value(item) for item in value) + "]"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _scalar(value: Any) -> Any:
+    # Lists cannot sit in a column that pandas groups or compares, so they become text.
+    return format_value(value) if isinstance(value, list | tuple) else value
+
+
+def _flatten(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in sorted(table):
+        path = f"{prefix}.{key}"
+        value = table[key]
+        out.update(_flatten(path, value) if isinstance(value, Mapping) else {path: _scalar(value)})
+    return out
+
+
+def sweep_columns(sweep: Mapping[str, Any]) -> dict[str, Any]:
+    """Columns for one run's sweep point.
+
+    Every swept dotted path gets a column of that name. A scalar value is kept
+    as is; a sub-table value (e.g. a whole ``optimizer`` block) becomes its
+    readable text (:func:`format_value`) so that the column still identifies the
+    configuration, and each of its scalar leaves also gets a column named by its
+    full dotted path (``optimizer.rule``, ``optimizer.lr``) for filtering. Lists
+    become text. A leaf column never overrides a column swept explicitly.
+    """
+    leaves: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    for path in sorted(sweep):
+        value = sweep[path]
+        if isinstance(value, Mapping):
+            own[path] = format_value(value)
+            leaves.update(_flatten(path, value))
+        else:
+            own[path] = _scalar(value)
+    return {**leaves, **own}
+
+
+def config_label(manifest: Mapping[str, Any]) -> str:
+    """Readable label of a run's configuration: ``path=value, ...`` or the scenario name.
+
+    A swept ``seed`` is left out, so that repeats with different seeds share a label.
+    """
+    sweep = {k: v for k, v in (manifest.get("sweep") or {}).items() if k != "seed"}
+    if not sweep:
+        return str(manifest.get("name", ""))
+    return ", ".join(f"{path}={format_value(sweep[path])}" for path in sorted(sweep))
+
+
+# --------------------------------------------------------------------------- run discovery
+
+
+def _status_values(statuses: Iterable[Status | str]) -> set[str]:
+    return {Status(s).value for s in statuses}
+
+
+def run_manifests(
+    out_dir: str | os.PathLike[str], statuses: Iterable[Status | str] = _DEFAULT_STATUSES
+) -> list[tuple[Path, dict[str, Any]]]:
+    """Run folders of ``out_dir`` with a readable manifest whose status is in ``statuses``.
+
+    Hidden folders (temporary or set-aside writes), folders without a manifest and
+    folders whose manifest does not parse are skipped. Sorted by run id.
+    """
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        raise FileNotFoundError(f"results folder {out_dir} does not exist")
+    wanted = _status_values(statuses)
+    found = []
+    for child in sorted(out_dir.iterdir()):
+        if child.name.startswith(".") or not (child / MANIFEST_FILE).is_file():
+            continue
+        try:
+            manifest = read_manifest(child)
+        except (OSError, ValueError):
+            continue
+        if manifest.get("status") in wanted:
+            found.append((child, manifest))
+    return found
+
+
+def _run_row(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    row = {
+        "run_id": manifest.get("run_id"),
+        "name": manifest.get("name"),
+        "config": config_label(manifest),
+        "status": manifest.get("status"),
+        "seed": manifest.get("seed"),
+        "repeat": manifest.get("repeat"),
+    }
+    return {**row, **sweep_columns(manifest.get("sweep") or {})}
+
+
+def _sweep_of(frame: pd.DataFrame, others: Iterable[str]) -> list[str]:
+    skip = {*RUN_COLUMNS, *others}
+    return [c for c in frame.columns if c not in skip]
+
+
+def sweep_columns_of(frame: pd.DataFrame) -> list[str]:
+    """The sweep columns of a frame from :func:`load_results` or :func:`load_summary`.
+
+    Read from ``frame.attrs["sweep_columns"]`` (kept by most pandas operations);
+    when the attribute was lost, the dotted column names are taken, since every
+    sweep column but a top-level field is a dotted path and no metric is.
+    """
+    known = frame.attrs.get("sweep_columns")
+    if known is not None:
+        return [c for c in known if c in frame.columns]
+    return [c for c in frame.columns if "." in str(c)]
+
+
+def _order(frame: pd.DataFrame, middle: Sequence[str]) -> pd.DataFrame:
+    """Columns: run-level, then sweep columns (sorted), then ``middle`` in the given order."""
+    sweep = sorted(c for c in frame.columns if c not in RUN_COLUMNS and c not in middle)
+    return frame[[*RUN_COLUMNS, *sweep, *[c for c in middle if c in frame.columns]]]
+
+
+# --------------------------------------------------------------------------- frames
+
+
+def _read_metrics(path: Path, columns: Sequence[str] | None) -> pd.DataFrame:
+    if columns is None:
+        return pd.read_parquet(path, engine="pyarrow")
+    present = set(pq.read_schema(path).names)
+    wanted = list(dict.fromkeys(["commit", "worker", *columns]))
+    return pd.read_parquet(path, engine="pyarrow", columns=[c for c in wanted if c in present])
+
+
+_LEADING_METRICS = ("commit", "time", "worker", "step", "staleness", "batch_loss",
+                    "update_norm", "weight", "pi_median", "frac_pi_zero", "frac_pi_max",
+                    "proxy_energy", "central_energy")  # fmt: skip
+_TRAILING_METRICS = ("train_loss", "test_loss", "test_accuracy", "worker_step", "mean_worker_step")
+
+
+def _metric_order(names: Iterable[str]) -> list[str]:
+    """Metrics columns in a fixed order, whichever run was read first.
+
+    Known per-commit columns, ``pi_leaf_<i>`` by i, any other column as first
+    seen, then the eval columns and the derived step columns.
+    """
+    names = list(names)
+    leaves = sorted((c for c in names if re.fullmatch(r"pi_leaf_\d+", c)), key=lambda c: int(c[8:]))
+    known = {*_LEADING_METRICS, *_TRAILING_METRICS, *leaves}
+    other = [c for c in names if c not in known]
+    ordered = [*_LEADING_METRICS, *leaves, *other, *_TRAILING_METRICS]
+    return [c for c in ordered if c in names]
+
+
+def _add_worker_steps(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Add ``worker_step`` and ``mean_worker_step`` (both count the current commit)."""
+    if "worker" not in metrics.columns:
+        return metrics
+    ordered = metrics.sort_values("commit", kind="stable") if "commit" in metrics else metrics
+    steps = ordered.groupby("worker", sort=False).cumcount() + 1
+    # Commits so far over workers seen so far: the average progress of a worker, which
+    # rises smoothly, unlike the committing worker's own count.
+    seen = (~ordered["worker"].duplicated()).cumsum()
+    mean = pd.Series(range(1, len(ordered) + 1), index=ordered.index) / seen
+    return metrics.assign(
+        worker_step=steps.reindex(metrics.index).astype("int64"),
+        mean_worker_step=mean.reindex(metrics.index).astype("float64"),
+    )
+
+
+def _run_frame(
+    path: Path, manifest: Mapping[str, Any], columns: Sequence[str] | None
+) -> pd.DataFrame:
+    metrics = _add_worker_steps(_read_metrics(path, columns))
+    run = pd.DataFrame(_run_row(manifest), index=metrics.index)  # scalars broadcast
+    frame = pd.concat([run, metrics], axis=1)
+    frame.attrs = {"metric_columns": list(metrics.columns)}
+    return frame
+
+
+def load_results(
+    out_dir: str | os.PathLike[str],
+    *,
+    columns: Sequence[str] | None = None,
+    statuses: Iterable[Status | str] = _DEFAULT_STATUSES,
+) -> pd.DataFrame:
+    """One tidy frame over every finished run in ``out_dir``.
+
+    Shape: one row per (run, row of its ``metrics.parquet``), i.e. per commit, so
+    ``len(frame)`` is the sum of the runs' commits. Columns, in order:
+
+    * run-level: ``run_id, name, config, status, seed, repeat``; ``config`` is a
+      readable label of the sweep point (``optimizer.rule=gem, workers.count=8``;
+      the scenario name when nothing is swept), shared by the repeats of one
+      configuration;
+    * sweep columns, sorted, one per swept dotted path (a sub-table value is its
+      readable text plus one column per scalar leaf: :func:`sweep_columns`);
+      missing where a run does not sweep that field;
+    * metrics columns in a fixed order (``commit, time, worker, staleness,
+      batch_loss, ...``); columns only some rules write are NaN elsewhere; the
+      eval columns ``train_loss, test_loss, test_accuracy`` are NaN except on
+      evaluation commits;
+    * derived: ``worker_step``, commits of the committing worker so far counting
+      this one (first -> 1), and ``mean_worker_step``, commits so far over the
+      workers that have committed so far (steps per worker, smooth in time).
+
+    Args:
+        out_dir: a results folder of run folders.
+        columns: metrics columns to read (``commit`` and ``worker`` always are);
+            None reads all. Columns a run lacks are skipped.
+        statuses: run statuses to include; default ``ok`` and ``diverged`` (a
+            ``failed`` run's partial metrics would bias averages).
+
+    Returns:
+        The frame (empty, with the run-level columns, when no run matches).
+    """
+    parts = [
+        _run_frame(run_dir / METRICS_FILE, manifest, columns)
+        for run_dir, manifest in run_manifests(out_dir, statuses)
+        if (run_dir / METRICS_FILE).is_file()
+    ]
+    if not parts:
+        return pd.DataFrame(columns=list(RUN_COLUMNS))
+    metric_cols = dict.fromkeys(c for part in parts for c in part.attrs["metric_columns"])
+    frame = _order(pd.concat(parts, ignore_index=True), _metric_order(metric_cols))
+    frame = frame.reset_index(drop=True)
+    frame.attrs = {"sweep_columns": _sweep_of(frame, metric_cols)}
+    return frame
+
+
+def _summary_row(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    final = manifest.get("final") or {}
+    staleness = manifest.get("staleness") or {}
+
+    def num(value: Any) -> float:
+        return math.nan if value is None else float(value)
+
+    return {
+        **_run_row(manifest),
+        "final_train_loss": num(final.get("train_loss")),
+        "final_test_loss": num(final.get("test_loss")),
+        "final_test_accuracy": num(final.get("test_accuracy")),
+        "staleness_mean": num(staleness.get("mean")),
+        "staleness_var": num(staleness.get("var")),
+        "staleness_max": num(staleness.get("max")),
+        "wall_seconds": num(manifest.get("wall_seconds")),
+        "n_commits": manifest.get("n_commits"),
+        "error": manifest.get("error"),
+    }
+
+
+def load_summary(
+    out_dir: str | os.PathLike[str],
+    *,
+    statuses: Iterable[Status | str] = tuple(Status),
+) -> pd.DataFrame:
+    """One row per run, from the manifests only (no parquet is read).
+
+    Columns: ``run_id, name, config, status, seed, repeat``, the sweep columns
+    (as in :func:`load_results`), then ``SUMMARY_COLUMNS``: final train/test loss
+    and test accuracy, staleness mean/var/max, wall seconds, number of commits and
+    the error message of failed runs. Values the manifest stored as null are NaN.
+
+    Args:
+        out_dir: a results folder of run folders.
+        statuses: which run statuses to include; default all, failed runs too,
+            so that the summary shows what went wrong.
+    """
+    rows = [_summary_row(manifest) for _, manifest in run_manifests(out_dir, statuses)]
+    if not rows:
+        return pd.DataFrame(columns=[*RUN_COLUMNS, *SUMMARY_COLUMNS])
+    frame = _order(pd.DataFrame(rows), SUMMARY_COLUMNS).reset_index(drop=True)
+    frame.attrs["sweep_columns"] = _sweep_of(frame, SUMMARY_COLUMNS)
+    return frame
+
+
+def to_xarray(frame: pd.DataFrame) -> Any:
+    """An ``xarray.Dataset`` view of a :func:`load_results` frame (needs the optional xarray).
+
+    Dimensions ``run_id`` x ``commit``; every per-commit column is a data variable
+    (NaN where a run has no such commit), every run-level and sweep column a
+    coordinate along ``run_id``.
+
+    Raises:
+        ImportError: when xarray is not installed (``pip install gemsim[notebooks]``).
+    """
+    try:
+        import xarray as xr  # optional extra: imported only when asked for
+    except ImportError as err:
+        raise ImportError("to_xarray needs xarray: pip install 'gemsim[notebooks]'") from err
+    run_level = [*(c for c in RUN_COLUMNS if c in frame.columns), *sweep_columns_of(frame)]
+    per_commit = [c for c in frame.columns if c not in run_level and c != "commit"]
+    data = frame.set_index(["run_id", "commit"])[per_commit]
+    runs = frame[run_level].drop_duplicates("run_id").set_index("run_id")
+    dataset = xr.Dataset.from_dataframe(data)
+    ids = dataset["run_id"].values
+    coords = {col: ("run_id", runs[col].reindex(ids).to_numpy()) for col in runs.columns}
+    return dataset.assign_coords(coords)

@@ -1,0 +1,272 @@
+"""Run folders: one self-describing directory per run, written atomically.
+
+Layout of ``OUT/<run_id>/``::
+
+    manifest.json    what ran and how it ended (keys in ``MANIFEST_KEYS``)
+    trace.parquet    the commit trace (one row per commit)
+    metrics.parquet  per-commit metrics written by the engine
+    params.npz       final central parameters, one array per leaf, keyed by its path
+
+A folder under its final name is always complete: ``write_run`` builds it
+under a hidden temporary name and renames it into place, so a run killed
+half-way leaves only a hidden folder that every reader skips.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import secrets
+import shutil
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gemsim._atomic import atomic_write_bytes, atomic_write_text, fsync_dir
+from gemsim.results._manifest import (
+    FINISHED,
+    MANIFEST_FILE,
+    MANIFEST_KEYS,
+    Manifest,
+    manifest_dict,
+    manifest_to_json,
+    read_manifest,
+    validate_manifest,
+)
+from gemsim.trace import CommitTrace
+from gemsim.types import Status
+
+TRACE_FILE = "trace.parquet"
+METRICS_FILE = "metrics.parquet"
+PARAMS_FILE = "params.npz"
+RUN_FILES = (MANIFEST_FILE, TRACE_FILE, METRICS_FILE, PARAMS_FILE)
+__all__ = [
+    "MANIFEST_KEYS",
+    "RunRecord",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "is_finished",
+    "manifest_to_json",
+    "params_sha256",
+    "read_manifest",
+    "read_params",
+    "read_run",
+    "validate_manifest",
+    "write_run",
+]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RunRecord:
+    """Everything one run folder holds, read back into memory.
+
+    Attributes:
+        manifest: the parsed ``manifest.json`` (NaN/inf were stored as ``None``).
+        trace: the commit trace (``.to_pandas()`` for a frame).
+        metrics: per-commit metrics as the engine wrote them.
+        params: final central parameters, leaf path -> array.
+    """
+
+    manifest: dict[str, Any]
+    trace: CommitTrace
+    metrics: pd.DataFrame
+    params: dict[str, np.ndarray]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest["run_id"])
+
+    @property
+    def status(self) -> Status:
+        return Status(self.manifest["status"])
+
+
+def is_finished(run_dir: str | os.PathLike[str], identity: str, kind: str = "sim") -> bool:
+    """Whether ``run_dir`` holds a finished run of exactly this identity and kind.
+
+    Finished means: every run file exists, the manifest parses, its status is ``ok`` or
+    ``diverged`` (a diverged run is a result), and its identity and kind are the ones asked
+    for. A ``failed`` run is not finished, so ``--resume`` retries it. Folders written by
+    gemsim 0.1 have no identity: theirs is their ``config_hash``, and a replay is told by
+    its ``replayed_trace`` key.
+    """
+    run_dir = Path(run_dir)
+    if not all((run_dir / name).is_file() for name in RUN_FILES):
+        return False
+    try:
+        manifest = read_manifest(run_dir)
+    except (OSError, ValueError):
+        return False
+    found_kind = manifest.get("kind") or (
+        "replay" if manifest.get("replayed_trace") else manifest.get("backend", "sim")
+    )
+    found_identity = manifest.get("identity") or manifest.get("config_hash")
+    return manifest.get("status") in FINISHED and found_identity == identity and found_kind == kind
+
+
+# --------------------------------------------------------------------------- params
+
+
+def _little_endian(array: Any) -> np.ndarray:
+    array = np.asarray(array)
+    if array.dtype.hasobject:
+        raise TypeError(f"parameter arrays must be numeric, got dtype {array.dtype}")
+    # Not np.ascontiguousarray: it turns 0-d arrays into shape (1,).
+    return array.astype(array.dtype.newbyteorder("<"), order="C", copy=False)
+
+
+def params_sha256(params: Mapping[str, Any]) -> str:
+    """sha256 of parameters over canonical bytes, independent of dict order and host endianness.
+
+    For each key in sorted order: the key (utf-8), the dtype as little-endian
+    ``numpy`` descriptor, the shape and the little-endian data, each
+    length-prefixed so that no two different inputs share a byte stream.
+    """
+    digest = hashlib.sha256()
+
+    def put(chunk: bytes) -> None:
+        digest.update(len(chunk).to_bytes(8, "little"))
+        digest.update(chunk)
+
+    for key in sorted(params):
+        array = _little_endian(params[key])
+        put(key.encode("utf-8"))
+        put(array.dtype.str.encode("ascii"))
+        put(",".join(str(n) for n in array.shape).encode("ascii"))
+        put(array.tobytes())
+    return digest.hexdigest()
+
+
+def _write_params(path: Path, params: Mapping[str, Any]) -> None:
+    # Written entry by entry rather than with np.savez, whose keyword arguments
+    # would collide with leaves named "file" or "allow_pickle".
+    with path.open("wb") as fh:
+        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as archive:
+            for key in sorted(params):
+                with archive.open(f"{key}.npy", "w", force_zip64=True) as entry:
+                    np.lib.format.write_array(
+                        entry, _little_endian(params[key]), allow_pickle=False
+                    )
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_params(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """Read a ``params.npz`` into a dict, leaf path -> array (no pickles allowed)."""
+    with np.load(path, allow_pickle=False) as archive:
+        return {key: archive[key] for key in archive.files}
+
+
+# --------------------------------------------------------------------------- run folders
+
+
+def _write_frame(path: Path, frame: pd.DataFrame) -> None:
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(
+            f"{path.name} needs a pandas DataFrame, got {type(frame).__name__}; "
+            "convert first (e.g. CommitTrace.to_pandas())"
+        )
+    frame.to_parquet(path, index=False, engine="pyarrow")
+    with path.open("rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+def _write_manifest(path: Path, manifest: Mapping[str, Any]) -> None:
+    atomic_write_text(path, manifest_to_json(manifest))
+
+
+def _check_params_hash(manifest: Mapping[str, Any], params: Mapping[str, Any]) -> None:
+    actual = params_sha256(params)
+    if manifest["params_sha256"] != actual:
+        raise ValueError(
+            f"manifest['params_sha256'] = {manifest['params_sha256']!r} does not match the "
+            f"params being written ({actual}); compute it with gemsim.results.params_sha256"
+        )
+
+
+def _swap_into_place(tmp: Path, final: Path) -> None:
+    """Rename ``tmp`` to ``final``; an existing ``final`` is moved aside first, then removed."""
+    aside = None
+    if final.exists():
+        aside = final.with_name(f".{final.name}.old-{os.getpid()}-{secrets.token_hex(4)}")
+        os.rename(final, aside)
+    try:
+        os.rename(tmp, final)
+    except BaseException:
+        if aside is not None:
+            os.rename(aside, final)  # put the previous finished run back
+        raise
+    fsync_dir(final.parent)
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def write_run(
+    out_dir: str | os.PathLike[str],
+    run_id: str,
+    manifest: Manifest | Mapping[str, Any],
+    trace: CommitTrace,
+    metrics: pd.DataFrame,
+    params: Mapping[str, np.ndarray],
+) -> Path:
+    """Write ``out_dir/<run_id>/`` atomically and return its path.
+
+    All four files are written and fsynced inside a hidden folder
+    ``out_dir/.<run_id>.tmp-<pid>-<random>`` (manifest last), which is then
+    renamed into place. A previous folder of the same run is renamed aside
+    before and deleted after, so it is never half-replaced. If anything fails,
+    the hidden folder is removed and the error propagates; if the process is
+    killed, the hidden folder stays behind and readers ignore it.
+
+    Args:
+        out_dir: the results folder (created if missing).
+        run_id: folder name; must equal ``manifest['run_id']``.
+        manifest: a :class:`Manifest` (or a mapping with every key in ``MANIFEST_KEYS``);
+            ``params_sha256`` must equal ``params_sha256(params)``.
+        trace: the commit trace, written in its one parquet format (`CommitTrace.to_parquet`).
+        metrics: the per-commit metrics frame.
+        params: final parameters, leaf path -> numeric array.
+
+    Raises:
+        ValueError: a missing or bad manifest key, or a params hash mismatch.
+    """
+    manifest = manifest_dict(manifest)
+    validate_manifest(manifest)
+    if not isinstance(trace, CommitTrace):
+        raise TypeError(f"trace must be a CommitTrace, got {type(trace).__name__}")
+    if manifest["run_id"] != run_id:
+        raise ValueError(
+            f"run_id {run_id!r} differs from manifest['run_id'] {manifest['run_id']!r}"
+        )
+    _check_params_hash(manifest, params)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / f".{run_id}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    tmp.mkdir()
+    try:
+        trace.to_parquet(tmp / TRACE_FILE)
+        _write_frame(tmp / METRICS_FILE, metrics)
+        _write_params(tmp / PARAMS_FILE, params)
+        _write_manifest(tmp / MANIFEST_FILE, manifest)
+        fsync_dir(tmp)
+        _swap_into_place(tmp, out_dir / run_id)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir / run_id
+
+
+def read_run(run_dir: str | os.PathLike[str]) -> RunRecord:
+    """Read every file of a run folder back into a :class:`RunRecord`."""
+    run_dir = Path(run_dir)
+    return RunRecord(
+        manifest=read_manifest(run_dir),
+        trace=CommitTrace.from_parquet(run_dir / TRACE_FILE),
+        metrics=pd.read_parquet(run_dir / METRICS_FILE, engine="pyarrow"),
+        params=read_params(run_dir / PARAMS_FILE),
+    )

@@ -1,0 +1,260 @@
+"""The typed description of a simulated cluster: workers, network, server and budget.
+
+These frozen dataclasses are what the timing model receives; the scenario loader
+builds them from YAML. Every value is validated in ``__post_init__`` and a bad one
+raises ``ValueError`` naming the field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypeAlias
+
+from gemsim._checks import check_instance, check_int, check_nonnegative, check_positive
+
+from ._distributions import DISTRIBUTION_TYPES, Distribution
+
+MAX_COMMITS = 10**8
+"""The most commits a simulated trace may hold."""
+
+
+class Discipline(StrEnum):
+    """Order in which the parameter server takes waiting commits.
+
+    FIFO is the default: the GEM authors found that unfair service starves workers.
+    RANDOM picks uniformly among the waiting commits with the server's own stream.
+    """
+
+    FIFO = "fifo"
+    RANDOM = "random"
+
+
+def _real(owner: str, name: str, value: object, *, positive: bool) -> float:
+    check = check_positive if positive else check_nonnegative
+    return check(f"{owner}.{name}", value)
+
+
+def _integer(owner: str, name: str, value: object, *, minimum: int) -> int:
+    return check_int(f"{owner}.{name}", value, minimum)
+
+
+def _distribution(owner: str, name: str, value: object, *, optional: bool) -> None:
+    check_instance(f"{owner}.{name}", value, DISTRIBUTION_TYPES, optional=optional)
+
+
+def _set(obj: object, name: str, value: object) -> None:
+    object.__setattr__(obj, name, value)
+
+
+@dataclass(frozen=True)
+class CommitBudget:
+    """Stop after exactly ``commits`` commits (fewer only if every worker is gone)."""
+
+    commits: int
+
+    def __post_init__(self) -> None:
+        _set(self, "commits", _integer("CommitBudget", "commits", self.commits, minimum=1))
+
+
+@dataclass(frozen=True)
+class StepsBudget:
+    """Each worker stops after committing ``steps_per_worker`` mini-batches.
+
+    A worker makes ``ceil(steps_per_worker / window)`` commits and every commit holds a
+    full ``window`` of mini-batches, so a worker processes ``window`` batches too many
+    at most; this keeps every commit the same shape for update rules with a static window.
+    """
+
+    steps_per_worker: int
+
+    def __post_init__(self) -> None:
+        value = _integer("StepsBudget", "steps_per_worker", self.steps_per_worker, minimum=1)
+        _set(self, "steps_per_worker", value)
+
+    def commits_per_worker(self, window: int) -> int:
+        """Commits each worker makes: ``ceil(steps_per_worker / window)``."""
+        return -(-self.steps_per_worker // window)
+
+
+@dataclass(frozen=True)
+class SecondsBudget:
+    """Keep every commit at virtual time ``<= seconds`` and none after."""
+
+    seconds: float
+
+    def __post_init__(self) -> None:
+        _set(self, "seconds", _real("SecondsBudget", "seconds", self.seconds, positive=True))
+
+
+Budget: TypeAlias = CommitBudget | StepsBudget | SecondsBudget
+"""When a simulation stops."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A crash at virtual time ``at``; the worker restarts ``restart_after`` s later.
+
+    ``restart_after=None`` means the worker is gone for good.
+    """
+
+    at: float
+    restart_after: float | None = None
+
+    def __post_init__(self) -> None:
+        _set(self, "at", _real("Failure", "at", self.at, positive=False))
+        if self.restart_after is not None:
+            value = _real("Failure", "restart_after", self.restart_after, positive=False)
+            _set(self, "restart_after", value)
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One worker: its compute law per mini-batch, speed factor, join time and crashes.
+
+    Attributes:
+        compute: seconds per mini-batch gradient at speed 1 (mean must be > 0).
+        speed: the compute time of each batch is divided by ``speed``.
+        join_at: virtual time the worker starts; ``0`` starts on version 0 with no
+            pull latency, a later join pulls the then-current version first.
+        failures: crashes in increasing time, each strictly after ``join_at`` and
+            after the previous restart; nothing may follow a permanent crash.
+    """
+
+    compute: Distribution
+    speed: float = 1.0
+    join_at: float = 0.0
+    failures: tuple[Failure, ...] = ()
+
+    def __post_init__(self) -> None:
+        _distribution("WorkerSpec", "compute", self.compute, optional=False)
+        if not self.compute.mean() > 0:
+            raise ValueError(
+                f"WorkerSpec.compute must have a mean > 0 (a zero compute time never lets "
+                f"virtual time advance), got {self.compute!r}"
+            )
+        _set(self, "speed", _real("WorkerSpec", "speed", self.speed, positive=True))
+        _set(self, "join_at", _real("WorkerSpec", "join_at", self.join_at, positive=False))
+        _set(self, "failures", self._checked_failures())
+
+    def _checked_failures(self) -> tuple[Failure, ...]:
+        failures = self.failures
+        if isinstance(failures, str | bytes) or not isinstance(failures, Sequence):
+            raise ValueError(f"WorkerSpec.failures must be a sequence of Failure, got {failures!r}")
+        alive_from = self.join_at
+        for i, failure in enumerate(failures):
+            if not isinstance(failure, Failure):
+                raise ValueError(f"WorkerSpec.failures[{i}] must be a Failure, got {failure!r}")
+            if alive_from is None:
+                raise ValueError(
+                    f"WorkerSpec.failures[{i}] ({failure!r}) follows a crash without restart"
+                )
+            if failure.at <= alive_from:
+                raise ValueError(
+                    f"WorkerSpec.failures[{i}].at must be > {alive_from!r} (after the join or "
+                    f"the previous restart), got {failure.at!r}"
+                )
+            restart = failure.restart_after
+            alive_from = None if restart is None else failure.at + restart
+        return tuple(failures)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterSpec:
+    """A whole simulated cluster. Keyword-only; ``workers`` and ``budget`` are required.
+
+    Attributes:
+        workers: one `WorkerSpec` per worker, index = worker id.
+        pull: latency of a pull (server -> worker), or None for zero.
+        push: latency of a push (worker -> server), or None for zero.
+        bandwidth_bytes_per_s: when given, ``model_bytes / bandwidth`` is added to every
+            pull and push; when None the transfer itself is free.
+        model_bytes: size of the parameters (and of a gradient) in bytes.
+        service: time the server takes to apply one commit, or None for zero.
+        discipline: order of service among waiting commits.
+        window: mini-batches per commit (local steps of a rule with a window).
+        synchronous: barrier rounds for synchronous SGD instead of asynchronous commits.
+        budget: when to stop.
+    """
+
+    workers: tuple[WorkerSpec, ...]
+    budget: Budget
+    pull: Distribution | None = None
+    push: Distribution | None = None
+    bandwidth_bytes_per_s: float | None = None
+    model_bytes: int = 0
+    service: Distribution | None = None
+    discipline: Discipline = Discipline.FIFO
+    window: int = 1
+    synchronous: bool = False
+
+    def __post_init__(self) -> None:
+        workers = self.workers
+        if isinstance(workers, str | bytes) or not isinstance(workers, Sequence) or not workers:
+            raise ValueError(
+                f"ClusterSpec.workers must be a non-empty sequence of WorkerSpec, got {workers!r}"
+            )
+        for i, worker in enumerate(workers):
+            if not isinstance(worker, WorkerSpec):
+                raise ValueError(f"ClusterSpec.workers[{i}] must be a WorkerSpec, got {worker!r}")
+        _set(self, "workers", tuple(workers))
+        if not isinstance(self.budget, CommitBudget | StepsBudget | SecondsBudget):
+            raise ValueError(
+                f"ClusterSpec.budget must be a CommitBudget, StepsBudget or SecondsBudget, "
+                f"got {self.budget!r}"
+            )
+        for name in ("pull", "push", "service"):
+            _distribution("ClusterSpec", name, getattr(self, name), optional=True)
+        if self.bandwidth_bytes_per_s is not None:
+            bandwidth = _real(
+                "ClusterSpec", "bandwidth_bytes_per_s", self.bandwidth_bytes_per_s, positive=True
+            )
+            _set(self, "bandwidth_bytes_per_s", bandwidth)
+        _set(
+            self, "model_bytes", _integer("ClusterSpec", "model_bytes", self.model_bytes, minimum=0)
+        )
+        try:
+            _set(self, "discipline", Discipline(self.discipline))
+        except ValueError:
+            allowed = ", ".join(d.value for d in Discipline)
+            raise ValueError(
+                f"ClusterSpec.discipline must be one of {allowed}, got {self.discipline!r}"
+            ) from None
+        _set(self, "window", _integer("ClusterSpec", "window", self.window, minimum=1))
+        if not isinstance(self.synchronous, bool):
+            raise ValueError(f"ClusterSpec.synchronous must be a bool, got {self.synchronous!r}")
+        self._check_size()
+
+    def _check_size(self) -> None:
+        """Refuse budgets whose trace could not be held in memory (about 64 bytes a commit,
+        more while it is simulated): a typo such as `seconds: 1e9` must fail here, not after
+        hours. A seconds budget is judged by its expected number of commits."""
+        budget = self.budget
+        if isinstance(budget, CommitBudget):
+            commits = float(budget.commits)
+        elif isinstance(budget, StepsBudget):
+            commits = float(self.n_workers * budget.commits_per_worker(self.window))
+        else:
+            rate = sum(w.speed / (self.window * w.compute.mean()) for w in self.workers)
+            service = self.service.mean() if self.service is not None else 0.0
+            if service > 0:
+                rate = min(rate, 1.0 / service)
+            commits = budget.seconds * rate
+        if commits > MAX_COMMITS:
+            raise ValueError(
+                f"ClusterSpec.budget {budget!r} means about {commits:.3g} commits; allowed: at "
+                f"most {MAX_COMMITS:.0e} (a trace must fit in memory)"
+            )
+
+    @property
+    def n_workers(self) -> int:
+        """Number of workers (including those that join late)."""
+        return len(self.workers)
+
+    @property
+    def transfer_seconds(self) -> float:
+        """Seconds to move the model once: ``model_bytes / bandwidth`` (0 without bandwidth)."""
+        if self.bandwidth_bytes_per_s is None:
+            return 0.0
+        return self.model_bytes / self.bandwidth_bytes_per_s

@@ -1,0 +1,133 @@
+"""Random draw streams of the timing model, one per (worker, kind) and per server use.
+
+Every stream is a ``numpy.random.Generator`` seeded from its own
+``numpy.random.SeedSequence`` child:
+
+- worker ``w``: ``SeedSequence(seed, spawn_key=(0, w))`` with children 0 = compute,
+  1 = push, 2 = pull;
+- the server: ``SeedSequence(seed, spawn_key=(1,))`` with children 0 = service,
+  1 = the uniform picks of the RANDOM discipline.
+
+A stream pre-draws its values in blocks (64 values first, doubling up to 8192) and hands
+them out one at a time as Python floats. The block schedule is fixed, so the sequence a
+stream yields depends only on its seed and distribution, never on how other streams are
+consumed; and since a worker's seeds do not depend on the number of workers, adding
+worker ``n + 1`` leaves the draws of workers ``0..n`` unchanged.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+import numpy as np
+
+from ._cluster import ClusterSpec
+from ._distributions import Distribution, is_zero
+
+Draw = Callable[[], float]
+"""A zero-argument callable returning the next value of a stream."""
+
+FIRST_BLOCK = 64
+MAX_BLOCK = 8192
+
+WORKER_KEY = 0
+SERVER_KEY = 1
+COMPUTE, PUSH, PULL = 0, 1, 2
+SERVICE, DISCIPLINE = 0, 1
+
+
+def seed_sequence(seed: int, *spawn_key: int) -> np.random.SeedSequence:
+    """The seed sequence of one stream, e.g. ``seed_sequence(seed, 0, w, COMPUTE)``.
+
+    Equal to spawning children step by step from ``SeedSequence(seed)``.
+    """
+    return np.random.SeedSequence(seed, spawn_key=spawn_key)
+
+
+def _blocks(
+    dist: Distribution, rng: np.random.Generator, group: int, divide: float, add: float
+) -> Iterator[list[float]]:
+    size = FIRST_BLOCK
+    while True:
+        values = dist.sample(rng, size * group)
+        if group > 1:
+            values = values.reshape(size, group).sum(axis=1)
+        if divide != 1.0:
+            values = values / divide
+        if add != 0.0:
+            values = values + add
+        yield values.tolist()
+        size = min(2 * size, MAX_BLOCK)
+
+
+def draw_stream(
+    dist: Distribution | None,
+    seed_seq: np.random.SeedSequence,
+    *,
+    group: int = 1,
+    divide: float = 1.0,
+    add: float = 0.0,
+) -> Draw:
+    """A stream of ``sum(group draws of dist) / divide + add`` values.
+
+    Args:
+        dist: the law of one draw; ``None`` (or a constant zero) means zero.
+        seed_seq: this stream's own seed sequence.
+        group: draws summed into one value (mini-batches per commit).
+        divide: divisor of the sum (a worker's speed factor).
+        add: constant added to every value (``model_bytes / bandwidth``).
+
+    Returns:
+        A callable that returns the next value each time it is called.
+    """
+    if is_zero(dist):
+        # Skip the generator altogether: no randomness is consumed by a zero law.
+        return itertools.repeat(float(add)).__next__
+    rng = np.random.default_rng(seed_seq)
+    return itertools.chain.from_iterable(_blocks(dist, rng, group, divide, add)).__next__
+
+
+class WorkerDraws(NamedTuple):
+    """The three draw streams of one worker (values in seconds)."""
+
+    compute: Draw  # compute time of one commit: sum of `window` batches / speed
+    push: Draw  # push latency, model transfer included
+    pull: Draw  # pull latency, model transfer included
+
+
+def worker_draws(spec: ClusterSpec, seed: int, worker: int) -> WorkerDraws:
+    """Build worker ``worker``'s streams; they depend on its own spec and seed only."""
+    ws = spec.workers[worker]
+    transfer = spec.transfer_seconds
+    return WorkerDraws(
+        compute=draw_stream(
+            ws.compute,
+            seed_sequence(seed, WORKER_KEY, worker, COMPUTE),
+            group=spec.window,
+            divide=ws.speed,
+        ),
+        push=draw_stream(spec.push, seed_sequence(seed, WORKER_KEY, worker, PUSH), add=transfer),
+        pull=draw_stream(spec.pull, seed_sequence(seed, WORKER_KEY, worker, PULL), add=transfer),
+    )
+
+
+def service_draw(spec: ClusterSpec, seed: int) -> Draw | None:
+    """The server's service-time stream, or None when service takes no time."""
+    if is_zero(spec.service):
+        return None
+    return draw_stream(spec.service, seed_sequence(seed, SERVER_KEY, SERVICE))
+
+
+def uniform_draw(seed: int) -> Draw:
+    """The server's stream of uniform ``[0, 1)`` values for the RANDOM discipline."""
+    rng = np.random.default_rng(seed_sequence(seed, SERVER_KEY, DISCIPLINE))
+
+    def blocks() -> Iterator[list[float]]:
+        size = FIRST_BLOCK
+        while True:
+            yield rng.random(size).tolist()
+            size = min(2 * size, MAX_BLOCK)
+
+    return itertools.chain.from_iterable(blocks()).__next__

@@ -1,0 +1,312 @@
+"""`CommitTrace`: the one data structure joining timing, engine and real backends.
+
+Row k is commit k (0-based), which creates PS version k + 1 (version 0 is the initial
+parameters). ``pulled_version[k]`` is the version commit k's gradient was computed on
+and ``staleness[k] = k - pulled_version[k]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gemsim._atomic import atomic_write_bytes
+from gemsim._checks import check_int, check_nonnegative
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+COLUMNS: tuple[tuple[str, np.dtype], ...] = (
+    ("commit", np.dtype(np.int64)),
+    ("time", np.dtype(np.float64)),
+    ("worker", np.dtype(np.int64)),
+    ("pulled_version", np.dtype(np.int64)),
+    ("staleness", np.dtype(np.int64)),
+    ("compute_time", np.dtype(np.float64)),
+    ("queue_time", np.dtype(np.float64)),
+    ("service_time", np.dtype(np.float64)),
+)
+"""Column names and dtypes, in the canonical order used by `CommitTrace.sha256`."""
+
+COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
+
+_METADATA_KEY = b"gemsim.commit_trace"
+_FORMAT_VERSION = 1
+_HASH_HEADER = b"gemsim.CommitTrace/v1\x00"
+
+
+def _column(name: str, value: Any, dtype: np.dtype) -> np.ndarray:
+    """A fresh read-only 1-D array of exactly ``dtype``; integer columns stay integral."""
+    array = np.asarray(value)
+    if array.ndim != 1:
+        raise ValueError(f"CommitTrace.{name} must be 1-D, got shape {array.shape}")
+    if dtype.kind == "i" and array.size and array.dtype.kind not in "iu":
+        raise ValueError(f"CommitTrace.{name} must hold integers, got dtype {array.dtype}")
+    if dtype.kind == "f" and array.size and array.dtype.kind not in "iuf":
+        raise ValueError(f"CommitTrace.{name} must hold numbers, got dtype {array.dtype}")
+    out = np.array(array, dtype=dtype, copy=True)
+    out.setflags(write=False)
+    return out
+
+
+def _first_bad(name: str, bad: np.ndarray, values: np.ndarray, rule: str) -> None:
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise ValueError(f"CommitTrace.{name} {rule}; row {row} has {values[row]!r}")
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class CommitTrace:
+    """Equal-length, read-only numpy columns describing every commit of a run.
+
+    Attributes:
+        commit: int64, ``0..len-1``.
+        time: float64, virtual (or wall) seconds of the commit, non-decreasing.
+        worker: int64, committing worker in ``[0, n_workers)``.
+        pulled_version: int64, version the gradient was computed on, ``<= commit``.
+        staleness: int64, ``commit - pulled_version``.
+        compute_time: float64 seconds spent computing the gradient (all its batches).
+        queue_time: float64 seconds between arrival at the PS and start of service.
+        service_time: float64 seconds of service at the PS.
+        n_workers: workers in the cluster (including any that never committed).
+        duration: seconds simulated (or run), ``>= time[-1]``.
+        busy_time: seconds the PS spent serving within ``[0, duration]``; None if unknown.
+
+    The three duration columns may hold NaN where a real backend could not measure them.
+    """
+
+    commit: np.ndarray
+    time: np.ndarray
+    worker: np.ndarray
+    pulled_version: np.ndarray
+    staleness: np.ndarray
+    compute_time: np.ndarray
+    queue_time: np.ndarray
+    service_time: np.ndarray
+    n_workers: int
+    duration: float
+    busy_time: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, dtype in COLUMNS:
+            object.__setattr__(self, name, _column(name, getattr(self, name), dtype))
+        n_workers = check_int("CommitTrace.n_workers", self.n_workers, 1)
+        object.__setattr__(self, "n_workers", n_workers)
+        object.__setattr__(self, "duration", _seconds("duration", self.duration))
+        if self.busy_time is not None:
+            object.__setattr__(self, "busy_time", _seconds("busy_time", self.busy_time))
+        self._validate_rows()
+
+    def _validate_rows(self) -> None:
+        n = len(self.commit)
+        for name, _ in COLUMNS:
+            if len(getattr(self, name)) != n:
+                raise ValueError(
+                    f"CommitTrace columns must have equal lengths: commit has {n}, "
+                    f"{name} has {len(getattr(self, name))}"
+                )
+        if n == 0:
+            return
+        _first_bad("commit", self.commit != np.arange(n), self.commit, "must equal 0..len-1")
+        _first_bad(
+            "time", ~np.isfinite(self.time) | (self.time < 0), self.time, "must be finite and >= 0"
+        )
+        _first_bad("time", np.diff(self.time, prepend=0.0) < 0, self.time, "must not decrease")
+        if self.time[-1] > self.duration:
+            raise ValueError(
+                f"CommitTrace.duration ({self.duration!r}) must be >= the last commit time "
+                f"({self.time[-1]!r})"
+            )
+        outside = (self.worker < 0) | (self.worker >= self.n_workers)
+        _first_bad("worker", outside, self.worker, f"must be in [0, {self.n_workers})")
+        pv = self.pulled_version
+        _first_bad("pulled_version", pv < 0, pv, "must be >= 0")
+        _first_bad("pulled_version", pv > self.commit, pv, "must be <= commit")
+        _first_bad(
+            "staleness",
+            self.staleness != self.commit - pv,
+            self.staleness,
+            "must equal commit - pulled_version",
+        )
+        for name in ("compute_time", "queue_time", "service_time"):
+            values = getattr(self, name)
+            _first_bad(name, np.isinf(values) | (values < 0), values, "must be >= 0 or NaN")
+
+    @classmethod
+    def from_columns(
+        cls,
+        *,
+        time: Any,
+        worker: Any,
+        pulled_version: Any,
+        compute_time: Any,
+        queue_time: Any,
+        service_time: Any,
+        n_workers: int,
+        duration: float,
+        commit: Any = None,
+        staleness: Any = None,
+        busy_time: float | None = None,
+    ) -> CommitTrace:
+        """Build and validate a trace; ``commit`` and ``staleness`` are derived if omitted.
+
+        Raises:
+            ValueError: naming the column, the rule and the first offending row.
+        """
+        time = _column("time", time, np.dtype(np.float64))
+        n = len(time)
+        if commit is None:
+            commit = np.arange(n, dtype=np.int64)
+        if staleness is None:
+            pulled = _column("pulled_version", pulled_version, np.dtype(np.int64))
+            if len(pulled) != n:
+                raise ValueError(
+                    f"CommitTrace columns must have equal lengths: time has {n}, "
+                    f"pulled_version has {len(pulled)}"
+                )
+            staleness = np.arange(n, dtype=np.int64) - pulled
+        return cls(
+            commit=commit,
+            time=time,
+            worker=worker,
+            pulled_version=pulled_version,
+            staleness=staleness,
+            compute_time=compute_time,
+            queue_time=queue_time,
+            service_time=service_time,
+            n_workers=n_workers,
+            duration=duration,
+            busy_time=busy_time,
+        )
+
+    def __len__(self) -> int:
+        return len(self.commit)
+
+    def __repr__(self) -> str:
+        return (
+            f"CommitTrace(commits={len(self)}, n_workers={self.n_workers}, "
+            f"duration={self.duration!r}, busy_time={self.busy_time!r})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, CommitTrace):
+            return NotImplemented
+        return self._attributes() == other._attributes() and all(
+            np.array_equal(getattr(self, name), getattr(other, name), equal_nan=True)
+            for name in COLUMN_NAMES
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # equality is by value; arrays are large
+
+    def _attributes(self) -> dict[str, Any]:
+        return {"n_workers": self.n_workers, "duration": self.duration, "busy_time": self.busy_time}
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The columns by name, in canonical order."""
+        return {name: getattr(self, name) for name in COLUMN_NAMES}
+
+    def sha256(self) -> str:
+        """Hex sha256 over ``n_workers``, the row count and every column, canonically.
+
+        Columns are hashed in `COLUMNS` order as little-endian int64/float64 bytes, with
+        ``-0.0`` written as ``0.0`` and every NaN as the same quiet NaN, so equal traces
+        hash equally on every platform. ``duration`` and ``busy_time`` are not included.
+        """
+        digest = hashlib.sha256(_HASH_HEADER)
+        digest.update(np.array([self.n_workers, len(self)], dtype="<i8").tobytes())
+        for name, dtype in COLUMNS:
+            values = getattr(self, name)
+            if dtype.kind == "f":
+                values = np.where(np.isnan(values), np.nan, values + 0.0)
+            digest.update(name.encode("ascii") + b"\x00")
+            digest.update(values.astype(dtype.newbyteorder("<"), copy=False).tobytes())
+        return digest.hexdigest()
+
+    def to_pandas(self) -> pd.DataFrame:
+        """A DataFrame of the columns; ``attrs`` holds n_workers, duration and busy_time."""
+        import pandas as pd
+
+        frame = pd.DataFrame({name: np.array(values) for name, values in self.columns().items()})
+        frame.attrs.update(self._attributes())
+        return frame
+
+    def to_parquet(self, path: str | os.PathLike[str]) -> None:
+        """Write the trace to a parquet file, atomically (the one trace format: a run folder's
+        trace.parquet and `gemsim trace --out` both come from here)."""
+        import io
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.table(self.columns())
+        meta = {"format": _FORMAT_VERSION, **self._attributes()}
+        table = table.replace_schema_metadata({_METADATA_KEY: json.dumps(meta).encode()})
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer)
+        atomic_write_bytes(path, buffer.getvalue())
+
+    @classmethod
+    def from_parquet(
+        cls, path: str | os.PathLike[str], *, n_workers: int | None = None
+    ) -> CommitTrace:
+        """Read a trace written by `to_parquet` (also a run folder's trace.parquet written by
+        gemsim 0.1, whose attributes pandas kept), validated like `from_columns`.
+
+        Args:
+            path: the parquet file.
+            n_workers: for a table that carries no gemsim metadata at all (a trace made by
+                another tool): its worker count; its duration is then its last commit time.
+
+        Raises:
+            ValueError: if the file is not a commit trace or is inconsistent (the message
+                says what is wrong; callers name the file).
+        """
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        meta = _trace_metadata(table, n_workers)
+        missing = [name for name in COLUMN_NAMES if name not in table.column_names]
+        if missing:
+            raise ValueError(f"lacks columns {missing}")
+        columns = {name: table.column(name).to_numpy() for name in COLUMN_NAMES}
+        return cls(
+            **columns,
+            n_workers=meta["n_workers"],
+            duration=meta["duration"],
+            busy_time=meta.get("busy_time"),
+        )
+
+
+def _trace_metadata(table: Any, n_workers: int | None) -> dict[str, Any]:
+    """The trace's attributes: gemsim's metadata, else pandas' (0.1 run folders), else the
+    caller's worker count with the last commit time as duration."""
+    schema_meta = table.schema.metadata or {}
+    raw = schema_meta.get(_METADATA_KEY)
+    if raw is None and b"pandas" in schema_meta:
+        attrs = json.loads(schema_meta[b"pandas"]).get("attributes", {})
+        if "n_workers" in attrs and "duration" in attrs:
+            raw = json.dumps({"format": _FORMAT_VERSION, **attrs})
+    if raw is None:
+        if n_workers is None:
+            raise ValueError(
+                f"not a gemsim commit trace (no {_METADATA_KEY!r} metadata "
+                "and no n_workers/duration attributes)"
+            )
+        times = table.column("time").to_numpy() if "time" in table.column_names else []
+        last = float(max(times)) if len(times) else 0.0
+        return {"n_workers": n_workers, "duration": last, "busy_time": None}
+    meta = json.loads(raw)
+    if meta.get("format") != _FORMAT_VERSION:
+        raise ValueError(
+            f"unsupported commit trace format {meta.get('format')!r}, expected {_FORMAT_VERSION}"
+        )
+    return meta
+
+
+def _seconds(name: str, value: Any) -> float:
+    return check_nonnegative(f"CommitTrace.{name}", value)
