@@ -119,6 +119,8 @@ def trace_plan(trace, rule, stop: int | None = None, eval_every: int | None = No
         trace.n_workers,
         window=rule.window,
         eval_every=eval_every,
+        fresh=trace.fresh[:stop],
+        round_end=trace.round_end[:stop],
     )
 
 

@@ -3,6 +3,14 @@
 Row k is commit k (0-based), which creates PS version k + 1 (version 0 is the initial
 parameters). ``pulled_version[k]`` is the version commit k's gradient was computed on
 and ``staleness[k] = k - pulled_version[k]``.
+
+Two flag columns say what the protocol did besides committing: ``fresh`` marks the first
+commit of a worker's life (its first commit in the run, and its first after a restart or a
+late join: a new process that pulled the parameters and whose rule state starts anew), and
+``round_end`` marks the commits at which the server closes a round (every commit of an
+asynchronous protocol; the last commit of each barrier round). Both have defaults that the
+other columns imply (first commit of each worker; every commit), and a trace whose flags are
+at their defaults hashes and reads exactly as a trace of format 1, which had no flags.
 """
 
 from __future__ import annotations
@@ -33,11 +41,37 @@ COLUMNS: tuple[tuple[str, np.dtype], ...] = (
 )
 """Column names and dtypes, in the canonical order used by `CommitTrace.sha256`."""
 
-COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in COLUMNS)
+FLAGS: tuple[str, ...] = ("fresh", "round_end")
+"""Boolean columns, hashed after `COLUMNS` and only where they differ from their defaults."""
+
+COLUMN_NAMES: tuple[str, ...] = (*(name for name, _ in COLUMNS), *FLAGS)
 
 _METADATA_KEY = b"gemsim.commit_trace"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
+_READABLE_FORMATS = (1, 2)  # format 1 had no flag columns: they take their defaults
 _HASH_HEADER = b"gemsim.CommitTrace/v1\x00"
+
+
+def default_fresh(worker: np.ndarray) -> np.ndarray:
+    """The `fresh` column a trace without restarts or late joins has: each worker's first
+    commit."""
+    first = np.zeros(len(worker), dtype=bool)
+    if len(worker):
+        _, index = np.unique(worker, return_index=True)
+        first[index] = True
+    return first
+
+
+def _flag(name: str, value: Any, n: int) -> np.ndarray:
+    array = np.asarray(value)
+    if array.ndim != 1 or len(array) != n or (array.size and array.dtype.kind != "b"):
+        raise ValueError(
+            f"CommitTrace.{name} must be a 1-D bool column of length {n}, "
+            f"got {array.dtype} {array.shape}"
+        )
+    out = np.array(array, dtype=bool, copy=True)
+    out.setflags(write=False)
+    return out
 
 
 def _column(name: str, value: Any, dtype: np.dtype) -> np.ndarray:
@@ -76,6 +110,10 @@ class CommitTrace:
         n_workers: workers in the cluster (including any that never committed).
         duration: seconds simulated (or run), ``>= time[-1]``.
         busy_time: seconds the PS spent serving within ``[0, duration]``; None if unknown.
+        fresh: bool, the first commit of a worker's life (see the module docstring); None
+            gives the default, each worker's first commit.
+        round_end: bool, the server closes a round at this commit; None gives the default,
+            every commit (asynchronous).
 
     The three duration columns may hold NaN where a real backend could not measure them.
     """
@@ -91,10 +129,17 @@ class CommitTrace:
     n_workers: int
     duration: float
     busy_time: float | None = None
+    fresh: np.ndarray | None = None
+    round_end: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name, dtype in COLUMNS:
             object.__setattr__(self, name, _column(name, getattr(self, name), dtype))
+        n = len(self.commit)
+        fresh = default_fresh(self.worker) if self.fresh is None else self.fresh
+        round_end = np.ones(n, dtype=bool) if self.round_end is None else self.round_end
+        object.__setattr__(self, "fresh", _flag("fresh", fresh, n))
+        object.__setattr__(self, "round_end", _flag("round_end", round_end, n))
         n_workers = check_int("CommitTrace.n_workers", self.n_workers, 1)
         object.__setattr__(self, "n_workers", n_workers)
         object.__setattr__(self, "duration", _seconds("duration", self.duration))
@@ -136,6 +181,10 @@ class CommitTrace:
         for name in ("compute_time", "queue_time", "service_time"):
             values = getattr(self, name)
             _first_bad(name, np.isinf(values) | (values < 0), values, "must be >= 0 or NaN")
+        first = default_fresh(self.worker)
+        _first_bad(
+            "fresh", first & ~self.fresh, self.fresh, "must be True at a worker's first commit"
+        )
 
     @classmethod
     def from_columns(
@@ -152,8 +201,11 @@ class CommitTrace:
         commit: Any = None,
         staleness: Any = None,
         busy_time: float | None = None,
+        fresh: Any = None,
+        round_end: Any = None,
     ) -> CommitTrace:
-        """Build and validate a trace; ``commit`` and ``staleness`` are derived if omitted.
+        """Build and validate a trace; ``commit`` and ``staleness`` are derived if omitted,
+        and the flags take their defaults.
 
         Raises:
             ValueError: naming the column, the rule and the first offending row.
@@ -182,6 +234,8 @@ class CommitTrace:
             n_workers=n_workers,
             duration=duration,
             busy_time=busy_time,
+            fresh=fresh,
+            round_end=round_end,
         )
 
     def __len__(self) -> int:
@@ -215,7 +269,9 @@ class CommitTrace:
 
         Columns are hashed in `COLUMNS` order as little-endian int64/float64 bytes, with
         ``-0.0`` written as ``0.0`` and every NaN as the same quiet NaN, so equal traces
-        hash equally on every platform. ``duration`` and ``busy_time`` are not included.
+        hash equally on every platform; then each flag column that differs from its
+        default (so a trace without restarts, joins or rounds hashes as format 1 did).
+        ``duration`` and ``busy_time`` are not included.
         """
         digest = hashlib.sha256(_HASH_HEADER)
         digest.update(np.array([self.n_workers, len(self)], dtype="<i8").tobytes())
@@ -225,6 +281,11 @@ class CommitTrace:
                 values = np.where(np.isnan(values), np.nan, values + 0.0)
             digest.update(name.encode("ascii") + b"\x00")
             digest.update(values.astype(dtype.newbyteorder("<"), copy=False).tobytes())
+        defaults = {"fresh": default_fresh(self.worker), "round_end": np.ones(len(self), bool)}
+        for name in FLAGS:
+            values = getattr(self, name)
+            if not np.array_equal(values, defaults[name]):
+                digest.update(name.encode("ascii") + b"\x00" + values.astype(np.uint8).tobytes())
         return digest.hexdigest()
 
     def to_pandas(self) -> pd.DataFrame:
@@ -270,10 +331,12 @@ class CommitTrace:
 
         table = pq.read_table(path)
         meta = _trace_metadata(table, n_workers)
-        missing = [name for name in COLUMN_NAMES if name not in table.column_names]
+        required = [name for name, _ in COLUMNS]
+        missing = [name for name in required if name not in table.column_names]
         if missing:
             raise ValueError(f"lacks columns {missing}")
-        columns = {name: table.column(name).to_numpy() for name in COLUMN_NAMES}
+        present = [name for name in COLUMN_NAMES if name in table.column_names]
+        columns = {name: table.column(name).to_numpy(zero_copy_only=False) for name in present}
         return cls(
             **columns,
             n_workers=meta["n_workers"],
@@ -301,9 +364,10 @@ def _trace_metadata(table: Any, n_workers: int | None) -> dict[str, Any]:
         last = float(max(times)) if len(times) else 0.0
         return {"n_workers": n_workers, "duration": last, "busy_time": None}
     meta = json.loads(raw)
-    if meta.get("format") != _FORMAT_VERSION:
+    if meta.get("format") not in _READABLE_FORMATS:
         raise ValueError(
-            f"unsupported commit trace format {meta.get('format')!r}, expected {_FORMAT_VERSION}"
+            f"unsupported commit trace format {meta.get('format')!r}, expected one of "
+            f"{_READABLE_FORMATS}"
         )
     return meta
 

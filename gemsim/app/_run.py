@@ -73,13 +73,7 @@ def _run_sim(who: RunIdentity, trace: CommitTrace | None, progress: Progress | N
     rule, problem = build_rule(scenario), build_problem(scenario)
     if trace is None:
         trace = timing.simulate(config.build_cluster(scenario), seed=scenario.seed)
-    plan = engine.make_plan(
-        trace.worker,
-        trace.pulled_version,
-        trace.n_workers,
-        window=rule.window,
-        eval_every=scenario.eval.every,
-    )
+    plan = engine.plan_of(trace, window=rule.window, eval_every=scenario.eval.every)
     executor = EXECUTORS.get(scenario, rule, problem, trace.n_workers)
     out = executor.execute(plan, problem=problem, params=problem.init_params, progress=progress)
     params = flat_params(out.params)

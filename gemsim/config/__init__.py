@@ -12,8 +12,8 @@ from ._loader import load_scenario as load_scenario
 from ._loader import parse_override as parse_override
 from ._loader import read_document as read_document
 from ._loader import validate as validate
+from ._optimizer import window_of as window_of
 from ._optimizer_blocks import SyncBlock as SyncBlock
-from ._optimizer_blocks import window_of as window_of
 from ._scenario import Scenario as Scenario
 from ._sweep import ExpandedRun as ExpandedRun
 from ._sweep import config_hash as config_hash

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 
 from gemsim import timing
 
-from ._optimizer_blocks import SyncBlock, window_of
+from ._optimizer import window_of
+from ._optimizer_blocks import SyncBlock
 from ._problem_blocks import dataset_spec, model_spec
 from ._scenario import Scenario
 

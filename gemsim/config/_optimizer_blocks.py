@@ -1,4 +1,4 @@
-"""`optimizer:` — a tagged union on `rule:`; each block builds the rule's pure functions.
+"""The blocks of gemsim's built-in rules; each builds the rule's pure functions.
 
 `gemsim.rules` (JAX) is imported by `build()` only, so that loading a scenario stays light.
 """
@@ -120,13 +120,17 @@ class StalenessBlock(Block):
 
 
 class SoftsyncBlock(Block):
+    """`c` gradients per server update (1: the paper's 1-softsync; ⌊λ/n⌋: n-softsync)."""
+
     rule: Literal["softsync"]
     lr: PositiveFloat
+    c: PositiveInt = 1
+    momentum: Momentum = 0.0
 
     def build(self) -> rules.Rule:
         from gemsim import rules
 
-        return rules.softsync(lr=self.lr)
+        return rules.softsync(lr=self.lr, c=self.c, momentum=self.momentum)
 
 
 class AgnBlock(Block):
@@ -189,21 +193,3 @@ class SyncBlock(Block):
         from gemsim import rules
 
         return rules.sync(lr=self.lr, momentum=self.momentum)
-
-
-Optimizer = Annotated[
-    GemBlock
-    | DownpourBlock
-    | StalenessBlock
-    | SoftsyncBlock
-    | AgnBlock
-    | EasgdBlock
-    | DcasgdBlock
-    | SyncBlock,
-    Field(discriminator="rule"),
-]
-
-
-def window_of(block) -> int:
-    """Mini-batches per commit: the timing model needs it before any rule is built."""
-    return block.window if isinstance(block, DownpourBlock | AgnBlock | EasgdBlock) else 1

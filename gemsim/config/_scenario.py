@@ -15,7 +15,7 @@ from ._cluster_blocks import (
     ServerBlock,
     WorkersBlock,
 )
-from ._optimizer_blocks import Optimizer
+from ._optimizer import Optimizer
 from ._problem_blocks import ProblemBlock
 
 # Fields a sweep may not vary: they define the sweep itself.

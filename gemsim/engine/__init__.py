@@ -8,6 +8,7 @@ from ._executor import Executor as Executor
 from ._executor import chunk_sizes as chunk_sizes
 from ._plan import ExecutionPlan as ExecutionPlan
 from ._plan import make_plan as make_plan
+from ._plan import plan_of as plan_of
 from ._sequential import SequentialExecutor as SequentialExecutor
 from ._step import Carry as Carry
 from ._step import StepInput as StepInput

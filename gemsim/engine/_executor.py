@@ -14,7 +14,7 @@ import numpy as np
 
 from gemsim.types import PyTree, Status
 
-from ._layout import RowLayout, fill_snapshots, initial_slots
+from ._layout import RowLayout, initial_slots, pull_rows
 from ._metrics import MetricsRecorder
 from ._plan import ExecutionPlan
 from ._step import Carry, StepInput, step_inputs
@@ -46,7 +46,9 @@ class Executor(abc.ABC):
         ws_row = jax.tree.map(lambda a: a[0], rule.init(params, n_workers).workers)
         self.layout = RowLayout.of(params, ws_row)
         self._fill = jax.jit(
-            lambda slots, theta, rows: fill_snapshots(self.layout, slots, theta, rows),
+            lambda slots, theta, server, rows, fresh: pull_rows(
+                rule, self.layout, slots, theta, server, rows, fresh
+            ),
             donate_argnums=0,
         )
 
@@ -130,7 +132,10 @@ class Executor(abc.ABC):
         if rows is not None:
             padded = np.full(self.n_workers, self.n_workers, dtype=np.int32)
             padded[: rows.size] = rows
-            carry = carry._replace(slots=self._fill(carry.slots, carry.theta, padded))
+            fresh = np.zeros(self.n_workers, dtype=bool)
+            fresh[: rows.size] = plan.host_fresh[k]
+            slots = self._fill(carry.slots, carry.theta, carry.server, padded, fresh)
+            carry = carry._replace(slots=slots)
         if k in plan.eval_set:
             recorder.add_eval(k, jax.device_get(problem.evaluate(carry.theta)))
         return carry

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
+from gemsim.rules import pull_state
 from gemsim.types import PyTree
 
 
@@ -49,8 +50,15 @@ def _initial_slots(layout, params, workers, n_workers):
     return jnp.pad(rows, ((0, 1), (0, 0)))
 
 
-def fill_snapshots(layout: RowLayout, slots: jax.Array, theta: PyTree, rows: jax.Array):
-    """Write theta into the snapshot part of the given rows (padded with the spare row)."""
-    flat = ravel_pytree(theta)[0]
-    block = jnp.broadcast_to(flat, (rows.shape[0], layout.snapshot_size))
-    return slots.at[rows, : layout.snapshot_size].set(block)
+def pull_rows(
+    rule, layout: RowLayout, slots: jax.Array, theta: PyTree, server: PyTree, rows, fresh
+) -> jax.Array:
+    """The given rows (padded with the spare row) pull theta: it becomes their snapshot, and
+    their rule state goes through the rule's pull hook (`rules.pull_state`), fresh where a
+    new worker life starts."""
+
+    def pulled(row, is_fresh):
+        _, ws = layout.unravel(row)
+        return layout.ravel(theta, pull_state(rule, ws, theta, server, is_fresh))
+
+    return slots.at[rows].set(jax.vmap(pulled)(slots[rows], fresh))

@@ -5,7 +5,11 @@ Snapshot slots: worker w's slot must hold the PS parameters of the version its n
 was computed on. With pull-at-commit that is the version its own commit creates, written in
 the same scan step ("self fill"). Any other pull (a late join, a restart, the barrier of a
 synchronous round) is a "host fill": after the step that creates version v, the host copies
-theta into the slots of the workers that pulled v. Version 0 is the initial slot content.
+theta into the slots of the workers that pulled v and applies the rule's pull hook to their
+state (`rules.pull_state`), with ``fresh`` when the pull starts a new worker life (the
+trace's `fresh` column: a join or a restart). A fresh life is always a host fill, even when
+it pulls the version its worker's own last commit created. Version 0 is the initial slot
+content, which is the state of a fresh life.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+
+from gemsim.trace import default_fresh
 
 
 @dataclass(frozen=True)
@@ -29,8 +35,10 @@ class ExecutionPlan:
         np.ndarray
     )  # int32[K]: index of the commit's first mini-batch in its worker's stream
     host_fills: dict[int, np.ndarray]  # commit k -> workers whose slot takes version k+1
+    host_fresh: dict[int, np.ndarray]  # commit k -> bool per host-filled worker: a new life
     evals: np.ndarray  # sorted commit indices after which the central variable is evaluated
     n_workers: int
+    round_end: np.ndarray  # bool[K]: the protocol closes a round at commit k
 
     @cached_property
     def eval_set(self) -> frozenset[int]:
@@ -49,8 +57,10 @@ class ExecutionPlan:
             fill_self=self.fill_self[:stop],
             first_step=self.first_step[:stop],
             host_fills={k: v for k, v in self.host_fills.items() if k < stop},
+            host_fresh={k: v for k, v in self.host_fresh.items() if k < stop},
             evals=self.evals[self.evals < stop],
             n_workers=self.n_workers,
+            round_end=self.round_end[:stop],
         )
 
     def waves(self, start: int, stop: int, max_width: int) -> list[tuple[int, int]]:
@@ -94,11 +104,18 @@ def make_plan(
     *,
     window: int = 1,
     eval_every: int | None = None,
+    fresh: np.ndarray | None = None,
+    round_end: np.ndarray | None = None,
 ) -> ExecutionPlan:
-    """Build the plan for a trace given as its `worker` and `pulled_version` columns."""
+    """Build the plan for a trace given as its `worker` and `pulled_version` columns, and its
+    `fresh` and `round_end` flags (None: their defaults, see `gemsim.trace`)."""
     worker = np.asarray(worker, dtype=np.int64)
     pulled = np.asarray(pulled_version, dtype=np.int64)
     n = len(worker)
+    fresh = default_fresh(worker) if fresh is None else np.asarray(fresh, dtype=bool)
+    round_end = np.ones(n, dtype=bool) if round_end is None else np.asarray(round_end, bool)
+    if len(fresh) != n or len(round_end) != n:
+        raise ValueError("fresh and round_end must have one entry per commit")
     commit = np.arange(n)
     if np.any(pulled > commit) or np.any(pulled < 0):
         raise ValueError("pulled_version must satisfy 0 <= pulled_version[k] <= k")
@@ -106,7 +123,7 @@ def make_plan(
         raise ValueError(f"worker ids must lie in [0, {n_workers})")
 
     fill_self = np.zeros(n, dtype=bool)
-    host: dict[int, list[int]] = {}
+    host: dict[int, list[tuple[int, bool]]] = {}
     last_commit = np.full(n_workers, -1, dtype=np.int64)
     counts = np.zeros(n_workers, dtype=np.int64)
     first_step = np.empty(n, dtype=np.int64)
@@ -121,10 +138,10 @@ def make_plan(
                 f"previous commit {prev}; one snapshot slot per worker cannot replay that"
             )
         if v > 0:
-            if prev >= 0 and v == prev + 1:
+            if prev >= 0 and v == prev + 1 and not fresh[k]:
                 fill_self[prev] = True
             else:
-                host.setdefault(int(v - 1), []).append(int(w))
+                host.setdefault(int(v - 1), []).append((int(w), bool(fresh[k])))
         last_commit[w] = k
     evals = _eval_points(n, eval_every)
     return ExecutionPlan(
@@ -132,9 +149,11 @@ def make_plan(
         staleness=(commit - pulled).astype(np.int32),
         fill_self=fill_self,
         first_step=first_step.astype(np.int32),
-        host_fills={k: np.asarray(ws, dtype=np.int32) for k, ws in host.items()},
+        host_fills={k: np.asarray([w for w, _ in ws], dtype=np.int32) for k, ws in host.items()},
+        host_fresh={k: np.asarray([f for _, f in ws], dtype=bool) for k, ws in host.items()},
         evals=evals,
         n_workers=int(n_workers),
+        round_end=round_end,
     )
 
 
@@ -145,3 +164,16 @@ def _eval_points(n: int, every: int | None) -> np.ndarray:
     if points.size == 0 or points[-1] != n - 1:
         points = np.append(points, n - 1)
     return points
+
+
+def plan_of(trace, *, window: int = 1, eval_every: int | None = None) -> ExecutionPlan:
+    """The plan of a `CommitTrace` (its columns and flags)."""
+    return make_plan(
+        trace.worker,
+        trace.pulled_version,
+        trace.n_workers,
+        window=window,
+        eval_every=eval_every,
+        fresh=trace.fresh,
+        round_end=trace.round_end,
+    )

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gemsim.rules import CommitContext, Work
 from gemsim.types import PyTree
 
 from ._layout import RowLayout
@@ -31,6 +32,7 @@ class StepInput(NamedTuple):
     staleness: jax.Array  # int32[]
     first_step: jax.Array  # int32[]: the commit's first mini-batch in the worker's stream
     active: jax.Array  # bool[]: False for the padding of a batched wave
+    round_end: jax.Array  # bool[]: the protocol closes a round at this commit
 
 
 class StepOutput(NamedTuple):
@@ -39,8 +41,8 @@ class StepOutput(NamedTuple):
     info: Any  # the rule's info NamedTuple
 
 
-class Work(NamedTuple):
-    """What a worker brings to its commit."""
+class LocalWork(NamedTuple):
+    """What a worker's local phase produces: its work for the commit, its state, its loss."""
 
     x0: PyTree
     x: PyTree
@@ -49,7 +51,7 @@ class Work(NamedTuple):
     loss: jax.Array
 
 
-def gradient_phase(rule, layout: RowLayout, problem, row, worker, first_step) -> Work:
+def gradient_phase(rule, layout: RowLayout, problem, row, worker, first_step) -> LocalWork:
     """The worker's local work from its row: `window` gradients and local steps."""
     snapshot, ws = layout.unravel(row)
     x0 = rule.start(snapshot, ws)
@@ -72,7 +74,7 @@ def gradient_phase(rule, layout: RowLayout, problem, row, worker, first_step) ->
         x, acc = _materialize((x, acc), first_step)
     else:
         acc = _materialize(acc, first_step)
-    return Work(x0, x, acc, ws, loss)
+    return LocalWork(x0, x, acc, ws, loss)
 
 
 def _materialize(tree: PyTree, token: jax.Array) -> PyTree:
@@ -88,7 +90,7 @@ def _materialize(tree: PyTree, token: jax.Array) -> PyTree:
 
 
 def commit_phase(
-    rule, layout: RowLayout, carry: Carry, inp: StepInput, work: Work, *, padded: bool = False
+    rule, layout: RowLayout, carry: Carry, inp: StepInput, work: LocalWork, *, padded: bool = False
 ):
     """The atomic commit at the PS, then the worker's row written back: its new rule state
     and theta as its next snapshot.
@@ -102,8 +104,9 @@ def commit_phase(
     commit's cost beside its gradient. `padded` (batched waves): inactive padding members
     must leave theta and the server state unchanged.
     """
+    ctx = CommitContext(staleness=inp.staleness, commit=inp.commit, round_end=inp.round_end)
     theta, server, ws, info = rule.commit(
-        carry.theta, carry.server, work.ws, work.x0, work.x, work.acc, inp.staleness
+        carry.theta, carry.server, work.ws, Work(work.x0, work.x, work.acc), ctx
     )
     finite = jnp.isfinite(work.loss) & jnp.isfinite(info.update_norm)
     if padded:
@@ -175,6 +178,7 @@ def step_inputs(plan) -> StepInput:
         staleness=plan.staleness,
         first_step=plan.first_step,
         active=np.ones(len(plan), dtype=bool),
+        round_end=plan.round_end,
     )
 
 

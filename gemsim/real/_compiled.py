@@ -8,7 +8,6 @@ compute every commit with the same code and differ only where XLA fuses differen
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +18,7 @@ from jax.flatten_util import ravel_pytree
 
 from gemsim.engine._layout import RowLayout, initial_slots
 from gemsim.engine._step import Carry, StepInput, commit_phase, gradient_phase
-from gemsim.types import PyTree
+from gemsim.rules import pull_state
 
 
 @dataclass(frozen=True)
@@ -34,6 +33,7 @@ class Compiled:
     _unravel_work: Any
     _gradient: Any
     _commit: Any
+    _pull: Any
 
     @staticmethod
     def of(rule, problem, n_workers: int) -> Compiled:
@@ -52,6 +52,10 @@ class Compiled:
             carry, out = commit_phase(rule, layout, carry, inp, unravel(flat_work))
             return carry, out, carry.slots[0]
 
+        def pull(theta, server, row, fresh):
+            _, ws = layout.unravel(row)
+            return layout.ravel(theta, pull_state(rule, ws, theta, server, fresh))
+
         return Compiled(
             rule=rule,
             problem=problem,
@@ -61,6 +65,7 @@ class Compiled:
             _unravel_work=unravel,
             _gradient=jax.jit(gradient),
             _commit=jax.jit(commit),
+            _pull=jax.jit(pull),
         )
 
     # --- worker side -------------------------------------------------------------------
@@ -99,6 +104,7 @@ class Compiled:
             staleness=np.int32(staleness),
             first_step=np.int32(0),  # unused by the commit
             active=np.bool_(True),
+            round_end=np.bool_(True),  # the real backends are asynchronous
         )
         carry, out, row = self._commit(carry, inp, flat_work)
         return carry, jax.device_get(out), np.asarray(row)
@@ -108,13 +114,10 @@ class Compiled:
         a compilation (the result is discarded)."""
         carry = self.initial_carry()
         self.commit(carry, 0, 0, np.zeros(self.work_size, np.float32))
-        self.snapshot_of(carry.theta)
+        self.pulled_row(carry, np.zeros(self.layout.row_size, np.float32), True)
 
-    def snapshot_of(self, theta: PyTree) -> np.ndarray:
-        """theta flat, as the snapshot part of a row (a pull of the current version)."""
-        return np.asarray(_ravel(theta))
-
-
-@functools.partial(jax.jit)
-def _ravel(tree: PyTree) -> jax.Array:
-    return ravel_pytree(tree)[0]
+    def pulled_row(self, carry: Carry, row: np.ndarray, fresh: bool) -> np.ndarray:
+        """A worker's row after it pulls the current version other than at its own commit: the
+        snapshot is theta and the rule's pull hook updates its state (`fresh`: a new process,
+        i.e. a join or a restart). The engine's host fills apply the same hook."""
+        return np.asarray(self._pull(carry.theta, carry.server, row, np.bool_(fresh)))

@@ -41,6 +41,7 @@ class _Columns:
     compute: list[float] = field(default_factory=list)
     queue: list[float] = field(default_factory=list)
     service: list[float] = field(default_factory=list)
+    fresh: list[bool] = field(default_factory=list)
 
 
 class ServerBook:
@@ -54,6 +55,7 @@ class ServerBook:
         self.rows = compiled.initial_rows()  # the rows workers read (copied into shared memory)
         self.pulled = np.zeros(n, np.int64)  # version each worker's snapshot holds
         self.commits_of = np.zeros(n, np.int64)
+        self.new_life = np.ones(n, bool)  # the worker's next commit is the first of its life
         self.events: list[WorkerEvent] = []
         self.diverged_at: int | None = None
         self._cols = _Columns()
@@ -90,11 +92,11 @@ class ServerBook:
         return False  # a steps budget ends when every worker has stopped
 
     def pull(self, worker: int) -> np.ndarray:
-        """Write the current central variable into the worker's snapshot (a join or a
-        restart pulls the version of that moment); returns its row."""
-        size = self.compiled.layout.snapshot_size
-        self.rows[worker, :size] = self.compiled.snapshot_of(self.carry.theta)
+        """A new worker process (a late join or a restart) pulls the version of this moment:
+        its row gets theta as snapshot and the rule's fresh-pull state; returns the row."""
+        self.rows[worker] = self.compiled.pulled_row(self.carry, self.rows[worker], fresh=True)
         self.pulled[worker] = self.version
+        self.new_life[worker] = True
         return self.rows[worker]
 
     def commit(
@@ -121,6 +123,8 @@ class ServerBook:
         c.compute.append(compute)
         c.queue.append(max(0.0, started - arrived))
         c.service.append(finished - started)
+        c.fresh.append(bool(self.new_life[worker]))
+        self.new_life[worker] = False
         self._busy += finished - started
         self._outputs.append(out)
         if not bool(out.finite):
@@ -151,6 +155,7 @@ class ServerBook:
             n_workers=self.compiled.n_workers,
             duration=max(duration, c.time[-1] if n else 0.0),
             busy_time=self._busy,
+            fresh=np.asarray(c.fresh, bool),
         )
 
     def result(self) -> EngineResult:

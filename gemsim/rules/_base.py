@@ -1,24 +1,7 @@
-"""The rule protocol the engine drives, and helpers shared by the rules.
-
-A rule is a :class:`Rule`: a NamedTuple of pure functions over pytrees plus two
-static fields. The engine executes one commit of worker ``w`` with staleness
-``tau`` as::
-
-    ws = jax.tree.map(lambda a: a[w], state.workers)
-    x0 = rule.start(snapshot_w, ws)
-    acc = rule.init_acc(x0)
-    for i in range(rule.window):              # a lax.scan in the engine
-        g = jax.grad(loss)(x, batch_i)        # x starts at x0
-        x, acc, ws = rule.local_step(x, acc, g, ws)
-    theta, server, ws, info = rule.commit(theta, state.server, ws, x0, x, acc, tau)
-    state = RuleState(server, workers with row w replaced by ws)
-
-Every function is jit-able; ``start``, ``init_acc`` and ``local_step`` are
-also vmap-able across workers (one row of ``state.workers`` each).
-"""
+"""Helpers shared by the built-in rules: pytree arithmetic, worker-state stacking and the
+package-wide value checks. The protocol itself is in ``_protocol``."""
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,64 +9,28 @@ import optax
 import optax.tree_utils as otu
 
 from gemsim import _checks
+from gemsim.rules._protocol import (
+    CommitContext,
+    CommitInfo,
+    Rule,
+    RuleState,
+    Work,
+    keep_gradient,
+    start_at_snapshot,
+    zeros_acc,
+)
 from gemsim.types import PyTree
 
 __all__ = [
+    "CommitContext",
     "CommitInfo",
     "Rule",
     "RuleState",
+    "Work",
+    "keep_gradient",
+    "start_at_snapshot",
+    "zeros_acc",
 ]
-
-
-class RuleState(NamedTuple):
-    """All state of a rule besides the central parameters.
-
-    Attributes:
-      server: state held by the parameter server (``optax.EmptyState()`` if none).
-      workers: per-worker state, every leaf stacked on a leading axis of
-        length ``n_workers`` (``optax.EmptyState()`` if none).
-    """
-
-    server: PyTree
-    workers: PyTree
-
-
-class CommitInfo(NamedTuple):
-    """Diagnostics of one commit for the rules without extra ones.
-
-    Attributes:
-      update_norm: L2 norm of the change applied to the central parameters,
-        float32, shape ().
-      weight: the staleness weight applied to the commit (1 for rules that
-        apply none), float32, shape ().
-    """
-
-    update_norm: jax.Array
-    weight: jax.Array
-
-
-class Rule(NamedTuple):
-    """An update rule: pure functions the engine calls in the order in the module docstring.
-
-    Attributes:
-      init: ``(params, n_workers) -> RuleState``.
-      start: ``(snapshot, ws) -> x0``, the point where the worker's local
-        computation starts, given the central parameters it pulled and its state.
-      init_acc: ``(x0) -> acc``, the accumulator the local steps fill.
-      local_step: ``(x, acc, g, ws) -> (x, acc, ws)`` with ``g`` the gradient at ``x``.
-      commit: ``(theta, server, ws, x0, x, acc, tau) -> (theta, server, ws, info)``,
-        atomic at the server; ``tau`` is the commit's staleness (int32 scalar).
-      window: number of local steps (mini-batches) per commit.
-      name: the rule's name, as in scenario files.
-    """
-
-    init: Callable[[PyTree, int], RuleState]
-    start: Callable[[PyTree, PyTree], PyTree]
-    init_acc: Callable[[PyTree], PyTree]
-    local_step: Callable[[PyTree, PyTree, PyTree, PyTree], tuple[PyTree, PyTree, PyTree]]
-    commit: Callable[..., tuple[PyTree, PyTree, PyTree, Any]]
-    window: int
-    name: str
 
 
 # --- pytree helpers -----------------------------------------------------------------------
@@ -125,15 +72,11 @@ def empty_state() -> optax.EmptyState:
     return optax.EmptyState()
 
 
-def zeros_acc(x0: PyTree) -> PyTree:
-    """An accumulator of zeros shaped like the starting point."""
-    return otu.tree_zeros_like(x0)
-
-
-def keep_gradient(x: PyTree, acc: PyTree, g: PyTree, ws: PyTree):
-    """Local step of single-step rules: remember the gradient, leave ``x`` unchanged."""
-    del acc
-    return x, g, ws
+def stateless(params: PyTree, n_workers: int) -> RuleState:
+    """The ``init`` of a rule with neither server nor worker state."""
+    del params
+    check_int("n_workers", n_workers, 1)
+    return RuleState(empty_state(), empty_state())
 
 
 # --- validation: the package-wide checks (gemsim._checks), re-exported for the rules ------

@@ -74,13 +74,9 @@ def dcasgd(
             workers = _base.empty_state()
         return _base.RuleState(_base.empty_state(), workers)
 
-    def start(snapshot, ws):
-        del ws
-        return snapshot
-
-    def commit(theta, server, ws, x0, x, acc, tau):
-        del x, tau  # the delay enters through theta - x0
-        g = acc
+    def commit(theta, server, ws, work, ctx):
+        del ctx  # the delay enters through theta - x0
+        g, x0 = work.acc, work.x0
 
         def compensated(g, t, x0, lam_):
             return -lr * (g + lam_ * g * g * (t - x0))
@@ -96,6 +92,5 @@ def dcasgd(
         info = _base.CommitInfo(_base.update_norm(update), _base.unit_weight())
         return new_theta, server, ws, info
 
-    return _base.Rule(
-        init, start, _base.zeros_acc, _base.keep_gradient, commit, window=1, name="dcasgd"
-    )
+    # on_pull: the default (the mean square lives with the worker: a new process resets it).
+    return _base.Rule(name="dcasgd", init=init, commit=commit)

@@ -17,7 +17,8 @@ from gemsim.types import PyTree
 
 
 class LocalVelocity(NamedTuple):
-    """A worker's local momentum buffer, kept across commits (not reset at a pull).
+    """A worker's local momentum buffer, kept across commits and plain pulls; a new worker
+    process (a join or a restart) starts it at zero.
 
     Attributes:
       v: velocity like params; zeros at the start.
@@ -59,18 +60,16 @@ def displacement_rule(name: str, lr: float, window: int, momentum: float, diviso
     def init(params, n_workers):
         return _base.RuleState(_base.empty_state(), init_workers(params, n_workers))
 
-    def start(snapshot, ws):
-        del ws
-        return snapshot
-
-    def commit(theta, server, ws, x0, x, acc, tau):
-        del x0, x, tau  # staleness-blind by design
+    def commit(theta, server, ws, work, ctx):
+        del ctx  # staleness-blind by design
+        acc = work.acc
         update = acc if divisor == 1 else jax.tree.map(lambda a: a / divisor, acc)
         new_theta = jax.tree.map(jnp.add, theta, update)
         info = _base.CommitInfo(_base.update_norm(update), _base.unit_weight())
         return new_theta, server, ws, info
 
-    return _base.Rule(init, start, _base.zeros_acc, local_step, commit, window, name)
+    # on_pull: the default (keep the velocity; a new process resets it to zeros).
+    return _base.Rule(name=name, init=init, commit=commit, window=window, local_step=local_step)
 
 
 def downpour(lr: float, window: int = 1, local_momentum: float = 0.0) -> _base.Rule:

@@ -9,7 +9,9 @@ worker and the centre pull toward each other by the elastic difference::
     x_w  <- x_w - e
     theta <- theta + e
 
-The pulled snapshot is not used: the worker continues from its own ``x_w``.
+The pulled snapshot is not used: the worker continues from its own ``x_w``. A new worker
+process (a late join, a restart) starts its local variable at the centre it pulls; a plain
+pull (a barrier) leaves it where it is.
 """
 
 from typing import NamedTuple
@@ -67,12 +69,21 @@ def easgd(lr: float, alpha: float, window: int) -> _base.Rule:
     def local_step(x, acc, g, ws):
         return _base.tree_axpy(-lr, g, x), acc, ws
 
-    def commit(theta, server, ws, x0, x, acc, tau):
-        del ws, x0, acc, tau  # elastic averaging ignores staleness
-        e = jax.tree.map(lambda xw, c: alpha * (xw - c), x, theta)
+    def commit(theta, server, ws, work, ctx):
+        del ws, ctx  # elastic averaging ignores staleness
+        e = jax.tree.map(lambda xw, c: alpha * (xw - c), work.x, theta)
         new_theta = jax.tree.map(jnp.add, theta, e)
-        new_ws = EasgdWorkerState(x=otu.tree_sub(x, e))
+        new_ws = EasgdWorkerState(x=otu.tree_sub(work.x, e))
         info = _base.CommitInfo(_base.update_norm(e), _base.unit_weight())
         return new_theta, server, new_ws, info
 
-    return _base.Rule(init, start, init_acc, local_step, commit, window, "easgd")
+    # on_pull: the default (a new process starts x at the centre it pulled; else x stays).
+    return _base.Rule(
+        name="easgd",
+        init=init,
+        commit=commit,
+        window=window,
+        start=start,
+        init_acc=init_acc,
+        local_step=local_step,
+    )

@@ -243,19 +243,18 @@ def gem(
     def start(snapshot, ws):
         return ws.s if at is GradientAt.PULLED else snapshot
 
-    def commit(theta, server, ws, x0, x, acc, tau):
-        del x0, x, tau  # GEM reacts to staleness through d, not tau
-        step = gem_step(cfg, theta, ws.m, ws.s, acc)
+    def commit(theta, server, ws, work, ctx):
+        del ctx  # GEM reacts to staleness through d, not through the staleness count
+        step = gem_step(cfg, theta, ws.m, ws.s, work.acc)
         new_theta = jax.tree.map(jnp.add, theta, step.update)
         info = gem_info(cfg, step, True if every == 1 else server % every == 0)
         return new_theta, server + 1, GemWorkerState(m=step.m, s=theta), info
 
-    return _base.Rule(
-        init=init,
-        start=start,
-        init_acc=_base.zeros_acc,
-        local_step=_base.keep_gradient,
-        commit=commit,
-        window=1,
-        name="gem",
-    )
+    def on_pull(ws, theta, server, fresh):
+        # s is the central variable at the worker's latest pull, whatever the pull; the proxy
+        # lives in the worker process, so a new process (join, restart) starts it at zero.
+        del server
+        m = otu.tree_where(jnp.asarray(fresh), otu.tree_zeros_like(ws.m), ws.m)
+        return GemWorkerState(m=m, s=theta)
+
+    return _base.Rule(name="gem", init=init, commit=commit, start=start, on_pull=on_pull)

@@ -104,23 +104,12 @@ def staleness(lr: float, weight: Callable[[jax.Array], jax.Array] = Inverse()) -
 def scaled_sgd_rule(name: str, step_size, report_weight) -> _base.Rule:
     """A single-step rule whose commit adds ``step_size(tau) * g`` (``step_size`` < 0)."""
 
-    def init(params, n_workers):
-        del params
-        _base.check_int("n_workers", n_workers, 1)
-        return _base.RuleState(_base.empty_state(), _base.empty_state())
-
-    def start(snapshot, ws):
-        del ws
-        return snapshot
-
-    def commit(theta, server, ws, x0, x, acc, tau):
-        del x0, x
+    def commit(theta, server, ws, work, ctx):
+        tau = ctx.staleness
         scale = _base.as_float(step_size(tau))
-        update = jax.tree.map(lambda g: scale * g, acc)
+        update = jax.tree.map(lambda g: scale * g, work.acc)
         new_theta = jax.tree.map(jnp.add, theta, update)
         info = _base.CommitInfo(_base.update_norm(update), _base.as_float(report_weight(tau)))
         return new_theta, server, ws, info
 
-    return _base.Rule(
-        init, start, _base.zeros_acc, _base.keep_gradient, commit, window=1, name=name
-    )
+    return _base.Rule(name=name, init=_base.stateless, commit=commit)

@@ -89,6 +89,7 @@ def server_process(env: simpy.Environment, state: SimState) -> Process:
     rec_time, rec_worker = state.times.append, state.workers.append
     rec_pulled, rec_compute = state.pulled_versions.append, state.compute_times.append
     rec_queue, rec_service = state.queue_times.append, state.service_times.append
+    rec_fresh, rec_round_end = state.fresh.append, state.round_end.append
     timeout = env.timeout
     while True:
         if queue:
@@ -99,7 +100,7 @@ def server_process(env: simpy.Environment, state: SimState) -> Process:
             # Idle: the next arrival starts its own service and arms this wake-up.
             state.idle = idle = state.new_signal()
             yield idle
-        w, start, version_used, compute_time, queued, s = state.in_service
+        w, start, version_used, compute_time, queued, s, fresh = state.in_service
         now = env.now
         if now > horizon:
             state.partial_busy = max(0.0, horizon - start)
@@ -110,9 +111,14 @@ def server_process(env: simpy.Environment, state: SimState) -> Process:
         rec_compute(compute_time)
         rec_queue(queued)
         rec_service(s)
+        rec_fresh(fresh)
+        # Asynchronous: every commit is its own round. Barrier rounds are closed (the flag
+        # of their last commit set) when their last member is done: SimState._round_member_done.
+        rec_round_end(not synchronous)
         state.version = k = state.version + 1
         live = phase[w] == SERVING  # False if the worker crashed during service
         if synchronous:
+            state.round_commits += 1
             after_round_commit(w, live)
         elif live:
             after_commit(w, k)

@@ -77,14 +77,15 @@ class SimState:
         self.version = 0
         self.idle: Signal | None = None  # the server's wake-up while it has nothing to do
         self.partial_busy = 0.0  # service cut short by a SecondsBudget's horizon
-        # (worker, start, pulled_version, compute_time, queue_time, service_time)
-        self.in_service: tuple[int, float, int, float, float, float] | None = None
+        # (worker, start, pulled_version, compute_time, queue_time, service_time, fresh)
+        self.in_service: tuple[int, float, int, float, float, float, bool] | None = None
         self.phase = [OFF] * n
         self.waits: list[Signal | None] = [None] * n  # what each worker waits on
         self.pulled = [0] * n  # version the in-flight gradient is computed on
         self.computed = [0.0] * n  # compute time of the in-flight gradient
         self.arrived = [0.0] * n  # arrival time of the gradient at the PS
         self.needs_pull = [False] * n  # synchronous mode: next cycle starts with a pull
+        self.new_life = [False] * n  # the worker's next commit is the first of its life
         self.queue: deque[int] | list[int]
         self.pick: Callable[[], int]
         if spec.discipline is Discipline.FIFO:
@@ -95,6 +96,7 @@ class SimState:
             self.pick = _random_pick(self.queue, uniform_draw(seed))
         self.outstanding = 0  # synchronous: gradients of this round not committed or lost
         self.round_pending = False
+        self.round_commits = 0  # synchronous: commits recorded in the current round
         # Trace columns (commit index and staleness are derived at the end).
         self.times: list[float] = []
         self.workers: list[int] = []
@@ -102,6 +104,8 @@ class SimState:
         self.compute_times: list[float] = []
         self.queue_times: list[float] = []
         self.service_times: list[float] = []
+        self.fresh: list[bool] = []
+        self.round_end: list[bool] = []
 
     # -- worker side -------------------------------------------------------------------
 
@@ -121,6 +125,7 @@ class SimState:
         round, which arms the event with the version current then.
         """
         signal = self.waits[w] = Signal(self.env)
+        self.new_life[w] = True
         if not self.synchronous:
             self.pulled[w] = self.version
             self.phase[w] = CYCLE
@@ -177,7 +182,16 @@ class SimState:
         self.phase[w] = SERVING
         self.quota[w] -= 1
         s = 0.0 if self.service is None else self.service()
-        self.in_service = (w, now, self.pulled[w], self.computed[w], now - self.arrived[w], s)
+        fresh, self.new_life[w] = self.new_life[w], False
+        self.in_service = (
+            w,
+            now,
+            self.pulled[w],
+            self.computed[w],
+            now - self.arrived[w],
+            s,
+            fresh,
+        )
         return s
 
     def after_commit(self, w: int, version: int) -> None:
@@ -206,6 +220,8 @@ class SimState:
     def _round_member_done(self) -> None:
         self.outstanding -= 1
         if self.outstanding == 0:
+            if self.round_commits:  # the round's last commit closes it (a crash may end it)
+                self.round_end[-1] = True
             self._schedule_round()
 
     def _schedule_round(self) -> None:
@@ -215,6 +231,7 @@ class SimState:
 
     def _start_round(self, _event: Event) -> None:
         self.round_pending = False
+        self.round_commits = 0
         version = self.version
         members = [w for w, phase in enumerate(self.phase) if phase == READY]
         for w in members:
@@ -244,6 +261,8 @@ class SimState:
             n_workers=self.spec.n_workers,
             duration=duration,
             busy_time=busy,
+            fresh=np.asarray(self.fresh, dtype=bool),
+            round_end=np.asarray(self.round_end, dtype=bool),
         )
 
 

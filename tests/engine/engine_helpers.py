@@ -50,13 +50,7 @@ def quadratic(dim=6, condition=20.0, noise=0.0, seed=0):
 
 
 def execute(rule, problem, trace, *, chunk=64, eval_every=None):
-    plan = engine.make_plan(
-        trace.worker,
-        trace.pulled_version,
-        trace.n_workers,
-        window=rule.window,
-        eval_every=eval_every,
-    )
+    plan = engine.plan_of(trace, window=rule.window, eval_every=eval_every)
     ex = engine.SequentialExecutor(
         rule, problem, params=problem.init_params, n_workers=trace.n_workers, chunk=chunk
     )

@@ -31,9 +31,7 @@ def problem():
 
 
 def run_both(rule, trace, prob):
-    plan = engine.make_plan(
-        trace.worker, trace.pulled_version, trace.n_workers, window=rule.window, eval_every=100
-    )
+    plan = engine.plan_of(trace, window=rule.window, eval_every=100)
     kw = dict(params=prob.init_params, n_workers=trace.n_workers, chunk=64)
     seq = engine.SequentialExecutor(rule, prob, **kw).execute(plan)
     batched = engine.BatchedExecutor(rule, prob, **kw)
@@ -71,7 +69,7 @@ def test_batched_equals_sequential(name):
 
 def test_waves_respect_dependencies():
     trace = hetero_trace()
-    plan = engine.make_plan(trace.worker, trace.pulled_version, trace.n_workers)
+    plan = engine.plan_of(trace)
     pulled = np.arange(len(plan)) - plan.staleness
     covered = []
     for a, b in plan.waves(0, len(plan), 8):
@@ -87,7 +85,7 @@ def test_compilations_are_bounded_by_width_buckets():
     _, _, executor, _ = run_both(rule, trace, prob)
     first = executor.compiled_programs()
     other = hetero_trace(n=8, seed=9)  # another trace: new wave widths reuse the buckets
-    executor.execute(engine.make_plan(other.worker, other.pulled_version, 8))
+    executor.execute(engine.plan_of(other))
     assert executor.compiled_programs() <= int(np.log2(8)) + 1
     assert executor.compiled_programs() >= first
     assert [width_bucket(m) for m in (1, 2, 3, 5, 8, 9)] == [1, 2, 4, 8, 8, 16]

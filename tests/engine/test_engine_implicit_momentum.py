@@ -36,7 +36,7 @@ def async_trajectories(n, problem, rule):
     plans = []
     for seed in range(SEEDS):
         trace = timing.simulate(spec, seed=seed)
-        plan = engine.make_plan(trace.worker, trace.pulled_version, n)
+        plan = engine.plan_of(trace)
         assert not plan.host_fills  # pull at commit: every fill is the committer's own
         plans.append(engine.step_inputs(plan))
     inputs = jax.tree.map(lambda *xs: np.stack(xs), *plans)

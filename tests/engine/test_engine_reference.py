@@ -1,7 +1,9 @@
 """The engine against an independent numpy loop on a noiseless quadratic.
 
 The reference keeps every PS version (not one slot per worker), so it checks the engine's
-snapshot slots, host fills (late joins, restarts) and commit order independently.
+snapshot slots, host fills (late joins, restarts) and commit order independently. A worker's
+new life (its join or restart, the trace's `fresh` flag) starts GEM's proxy at zero and its
+`s` at the value it pulled.
 
 The setting is chosen so that the comparison is well-posed in float32: once theta nears 0,
 GEM's pi = (kappa|m| - |d|) / |dtheta| divides a cancellation by a tiny step, and float32
@@ -39,6 +41,9 @@ def reference(trace, h, update):
     for k in range(len(trace)):
         w, v = int(trace.worker[k]), int(trace.pulled_version[k])
         x = versions[v]
+        if trace.fresh[k]:
+            state.pop(w, None)
+            state[("pulled", w)] = x.copy()
         theta = update(k, w, x, theta, int(trace.staleness[k]), state, h)
         versions.append(theta.copy())
     return theta
@@ -46,7 +51,7 @@ def reference(trace, h, update):
 
 def gem_update(lr, mu=0.9, kappa=1.0, pi_max=5.0, eps=1e-12):
     def update(k, w, x, theta, tau, state, h):
-        m, s = state.setdefault(w, (np.zeros_like(theta), np.ones_like(theta)))
+        m, s = state.setdefault(w, (np.zeros_like(theta), state[("pulled", w)]))
         dth = F(-lr) * (h * x)
         m = F(mu) * m + dth
         d = theta - s
@@ -76,6 +81,8 @@ def sgd_update(lr, weight=lambda tau: 1.0):
 )
 def test_engine_equals_numpy_loop_on_heterogeneous_trace(rule, update):
     trace = heterogeneous_trace()
+    # a late join and a restart: lives that start from a pull, past the first commit
+    assert np.count_nonzero(trace.fresh & (trace.pulled_version > 0)) == 2
     problem = quadratic(condition=10.0)
     out = execute(rule, problem, trace, chunk=64, eval_every=50)
     expected = reference(trace, curvature(problem), update)

@@ -7,7 +7,6 @@ equals optax.sgd with momentum.
 """
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
@@ -66,7 +65,8 @@ def by_hand(rule, prob):
             _, g = grad(x, batch, batch.key)
             x, acc, ws = local_step(x, acc, g, ws)
             step += 1
-        theta, server, ws, _ = commit(theta, server, ws, x0, x, acc, jnp.int32(0))
+        work, ctx = rules.Work(x0, x, acc), rules.commit_context(0)
+        theta, server, ws, _ = commit(theta, server, ws, work, ctx)
         snapshot = theta
     return theta
 

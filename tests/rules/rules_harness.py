@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from gemsim import rules
 from gemsim.rules import Rule, RuleState
 
 # Leaves of different shapes; sizes 5, 24, 12, 660: odd and even counts, and one leaf long
@@ -91,6 +92,13 @@ def sync_trace(seed: int, n_workers: int, n_rounds: int) -> list[tuple[int, int]
     return [(int(w), r * n_workers) for r in range(n_rounds) for w in rng.permutation(n_workers)]
 
 
+def round_ends(order) -> list[bool]:
+    """True at the last commit of each run of commits sharing a pulled version: the rounds
+    of a :func:`sync_trace`."""
+    pulled = [pv for _, pv in order]
+    return [k == len(order) - 1 or pulled[k + 1] != pulled[k] for k in range(len(order))]
+
+
 def staleness_of(order) -> list[int]:
     return [k - pv for k, (_, pv) in enumerate(order)]
 
@@ -140,8 +148,13 @@ def count_compiles():
         jax.monitoring.unregister_event_duration_listener(listener)
 
 
-def drive(rule: Rule, problem: Problem, order, n_workers: int, *, vmapped: bool = False) -> Driven:
+def drive(
+    rule: Rule, problem: Problem, order, n_workers: int, *, vmapped: bool = False, round_end=None
+) -> Driven:
     """Runs ``order`` through ``rule`` as the engine's loop does; commit jitted.
+
+    ``round_end`` (one bool per commit) marks the protocol's round ends; default: every
+    commit (asynchronous). For a :func:`sync_trace` pass :func:`round_ends`.
 
     With ``vmapped`` the local phase runs for all workers at once (``jax.vmap``
     over their stacked states, each from the snapshot of its next commit) and
@@ -152,6 +165,8 @@ def drive(rule: Rule, problem: Problem, order, n_workers: int, *, vmapped: bool 
     versions, infos = [theta], []
     first_compiles = recompiles = 0
     commit = jax.jit(rule.commit)
+    if round_end is None:
+        round_end = [True] * len(order)
     one = local_phase(rule, problem)
     local = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None)) if vmapped else one)
     for k, (w, pv) in enumerate(order):
@@ -166,7 +181,8 @@ def drive(rule: Rule, problem: Problem, order, n_workers: int, *, vmapped: bool 
             ws = jax.tree.map(lambda a, w=w: a[w], state.workers)
             x0, x, acc, ws = local(versions[pv], ws, jnp.asarray(w, jnp.int32), kk)
         with count_compiles() as compiles:
-            theta, server, ws, info = commit(theta, state.server, ws, x0, x, acc, tau)
+            ctx = rules.CommitContext(tau, kk, jnp.asarray(round_end[k]))
+            theta, server, ws, info = commit(theta, state.server, ws, rules.Work(x0, x, acc), ctx)
         first_compiles = compiles[0] if k == 0 else first_compiles
         recompiles += compiles[0] if k > 0 else 0
         workers = jax.tree.map(lambda a, r, w=w: a.at[w].set(r), state.workers, ws)

@@ -119,6 +119,29 @@ def ref_scaled(problem, order, n, *, lr, weight):
     return versions, infos
 
 
+def ref_softsync(problem, order, n, *, lr, c, momentum):
+    """n-softsync: c gradients per update, each divided by its staleness in server updates
+    (timestamps), heavy-ball momentum on the server's steps."""
+    theta, versions = _init(problem)
+    v, total = _zeros(theta), _zeros(theta)
+    stamp, pulled_at, count = 0, [0] * n, 0
+    infos = []
+    for k, (w, pv) in enumerate(order):
+        wt = F(1.0 / max(stamp - pulled_at[w], 1))
+        g = np_grad(problem, versions[pv], w, k, 0)
+        total = [s + wt * gl for s, gl in zip(total, g, strict=True)]
+        count += 1
+        norm = 0.0
+        if count == c:
+            v = [F(momentum) * vl - F(lr / c) * s for vl, s in zip(v, total, strict=True)]
+            theta = [t + vl for t, vl in zip(theta, v, strict=True)]
+            norm, total, count, stamp = _norm(v), _zeros(theta), 0, stamp + 1
+        pulled_at[w] = stamp
+        versions.append(theta)
+        infos.append(dict(update_norm=norm, weight=float(wt)))
+    return versions, infos
+
+
 def ref_easgd(problem, order, n, *, lr, alpha, window):
     theta, versions = _init(problem)
     xw = [_copy(theta) for _ in range(n)]

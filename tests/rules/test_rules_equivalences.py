@@ -4,7 +4,7 @@ import jax
 import numpy as np
 import optax
 import pytest
-from rules_harness import drive, jax_grad, leaves_np, make_problem
+from rules_harness import drive, jax_grad, leaves_np, make_problem, round_ends
 
 from gemsim import rules
 
@@ -64,7 +64,7 @@ def test_sync_only_moves_at_the_end_of_a_round():
     n = 3
     problem = make_problem(5, n, 9)
     order = [(w, 3 * (k // 3)) for k, w in enumerate([0, 2, 1, 1, 0, 2, 2, 1, 0])]
-    driven = drive(rules.sync(LR), problem, order, n)
+    driven = drive(rules.sync(LR), problem, order, n, round_end=round_ends(order))
     for k in range(9):
         moved = any(
             np.any(a != b)

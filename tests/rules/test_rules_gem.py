@@ -105,7 +105,13 @@ def test_gradient_at_changes_only_where_the_gradient_is_taken():
     theta, m, s, g = _inputs(0, 0.1)
     ws = rules.GemWorkerState(m=m, s=s)
     assert post.start(theta, ws) is theta and pulled.start(theta, ws) is s
-    args = (theta, jnp.zeros((), jnp.int32), ws, theta, theta, g, jnp.int32(2))
+    args = (
+        theta,
+        jnp.zeros((), jnp.int32),
+        ws,
+        rules.Work(theta, theta, g),
+        rules.commit_context(2),
+    )
     for a, b in zip(
         jax.tree.leaves(post.commit(*args)), jax.tree.leaves(pulled.commit(*args)), strict=True
     ):
@@ -132,7 +138,11 @@ def test_kappa_scales_the_proxy_energy_by_kappa_squared():
     for kappa in (1.0, 2.0, 3.5):
         rule = rules.gem(0.1, kappa=kappa)
         _, _, new_ws, info = jax.jit(rule.commit)(
-            theta, jnp.zeros((), jnp.int32), ws, theta, theta, g, jnp.int32(1)
+            theta,
+            jnp.zeros((), jnp.int32),
+            ws,
+            rules.Work(theta, theta, g),
+            rules.commit_context(1),
         )
         infos[kappa] = (info, leaves_np(new_ws.m))
     for kappa in (2.0, 3.5):
@@ -152,10 +162,8 @@ def test_zero_gradient_leaves_theta_unchanged_and_finite():
             theta,
             jnp.zeros((), jnp.int32),
             rules.GemWorkerState(m, s),
-            theta,
-            theta,
-            zeros,
-            jnp.int32(0),
+            rules.Work(theta, theta, zeros),
+            rules.commit_context(0),
         )
         for x, y in zip(new, theta, strict=True):
             np.testing.assert_array_equal(x, y)
@@ -170,7 +178,9 @@ def test_per_leaf_median_has_one_value_per_leaf_in_tree_order():
     g = {"z": jnp.full((3, 2), 1.0), "a": jnp.full(5, 2.0), "m": {"k": jnp.full((2, 2, 2), 3.0)}}
     theta = jax.tree.map(lambda x: x + 0.01, params)
     commit = jax.jit(rule.commit)
-    _, _, _, info = commit(theta, state.server, ws, params, params, g, jnp.int32(0))
+    _, _, _, info = commit(
+        theta, state.server, ws, rules.Work(params, params, g), rules.commit_context(0)
+    )
     assert info.pi_median_per_leaf.shape == (3,)
     # leaves order: a, m/k, z; m = -0.1*g, d = 0.01: pi = (0.1 g - 0.01) / (0.1 g)
     expected = [(0.1 * v - 0.01) / (0.1 * v) for v in (2.0, 3.0, 1.0)]
@@ -231,8 +241,12 @@ def test_diagnostics_every_computes_exact_medians_on_every_kth_commit():
     theta, server_e, server_f = params, state_e.server, state_f.server
     for k in range(7):
         g = jax.tree.map(lambda a, k=k: jnp.cos(a * (k + 1)), params)
-        t_e, server_e, ws_e, info_e = commit_e(theta, server_e, ws, params, params, g, jnp.int32(k))
-        t_f, server_f, ws_f, info_f = commit_f(theta, server_f, ws, params, params, g, jnp.int32(k))
+        t_e, server_e, ws_e, info_e = commit_e(
+            theta, server_e, ws, rules.Work(params, params, g), rules.commit_context(k)
+        )
+        t_f, server_f, ws_f, info_f = commit_f(
+            theta, server_f, ws, rules.Work(params, params, g), rules.commit_context(k)
+        )
         for a, b in zip(jax.tree.leaves((t_e, ws_e)), jax.tree.leaves((t_f, ws_f)), strict=True):
             # the diagnostics never change the math (up to XLA fusing the two programs apart)
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

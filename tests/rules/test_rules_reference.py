@@ -6,7 +6,15 @@ import jax
 import numpy as np
 import pytest
 import rules_reference as ref
-from rules_harness import async_trace, drive, make_problem, max_abs_error, staleness_of, sync_trace
+from rules_harness import (
+    async_trace,
+    drive,
+    make_problem,
+    max_abs_error,
+    round_ends,
+    staleness_of,
+    sync_trace,
+)
 
 from gemsim import rules
 
@@ -96,6 +104,18 @@ CASES = {
         rules.softsync(0.1),
         functools.partial(ref.ref_scaled, lr=0.1, weight=lambda t: 1 / max(t, 1)),
     ),
+    "softsync-c1-momentum": (
+        rules.softsync(0.1, momentum=0.7),
+        functools.partial(ref.ref_softsync, lr=0.1, c=1, momentum=0.7),
+    ),
+    "softsync-c3": (
+        rules.softsync(0.1, c=3),
+        functools.partial(ref.ref_softsync, lr=0.1, c=3, momentum=0.0),
+    ),
+    "softsync-c2-momentum": (
+        rules.softsync(0.1, c=2, momentum=0.5),
+        functools.partial(ref.ref_softsync, lr=0.1, c=2, momentum=0.5),
+    ),
     "downpour": (
         rules.downpour(0.05),
         functools.partial(ref.ref_downpour, lr=0.05, window=1, local_momentum=0.0),
@@ -139,6 +159,12 @@ def _setup(name):
         n, order = N_ASYNC, async_trace(1, N_ASYNC, N_COMMITS)
     problem = make_problem(7, n, len(order))
     return rule, reference, problem, order, n
+
+
+def _drive(rule, problem, order, n, **kw):
+    """Sync rounds are the runs of commits sharing a pulled version (see sync_trace)."""
+    round_end = round_ends(order) if rule.name == "sync" else None
+    return drive(rule, problem, order, n, round_end=round_end, **kw)
 
 
 # pi = (kappa|m| - |d|) / |dtheta| carries ~ulp(d)/|dtheta| of float32 noise where |dtheta| is
@@ -188,7 +214,7 @@ def test_traces_have_varied_staleness():
 @pytest.mark.parametrize("name", list(CASES))
 def test_matches_numpy_reference_jitted(name):
     rule, reference, problem, order, n = _setup(name)
-    driven = drive(rule, problem, order, n)
+    driven = _drive(rule, problem, order, n)
     _check_against_reference(driven, *reference(problem, order, n))
     # The commit compiled once, at the first call, and was reused for every later commit.
     assert driven.commit_first_compiles >= 1 and driven.commit_recompiles == 0
@@ -200,6 +226,6 @@ def test_matches_numpy_reference_jitted(name):
 @pytest.mark.parametrize("name", list(CASES))
 def test_matches_numpy_reference_vmapped_workers(name):
     rule, reference, problem, order, n = _setup(name)
-    driven = drive(rule, problem, order, n, vmapped=True)
+    driven = _drive(rule, problem, order, n, vmapped=True)
     _check_against_reference(driven, *reference(problem, order, n))
     assert driven.commit_recompiles == 0 and driven.commit_cache_size == 1

@@ -1,0 +1,142 @@
+"""Blocks that open the rule side: a rule by import path, optax transformations named by
+their constructor, and the `local` rule (local steps of an inner optax optimizer, an outer
+optax optimizer at the server).
+
+An optax block is `{name: adamw, learning_rate: 1e-3, weight_decay: 0.01}`: any optax
+constructor that returns a GradientTransformation, its arguments checked against its
+signature when the scenario is loaded. A rule by import path is
+`{rule: {import: "package.module:factory"}, <keyword arguments of the factory>}`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, ValidationInfo, model_validator
+
+from ._block import Block
+from ._imports import (
+    IMPORT_PATTERN,
+    check_kwargs,
+    load_module,
+    optax_transformation,
+    resolve_import,
+)
+
+if TYPE_CHECKING:
+    from gemsim import rules
+
+
+class OptaxBlock(Block):
+    """An optax transformation: its constructor's name and keyword arguments."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    name: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]*$")]
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    @model_validator(mode="after")
+    def _buildable(self):
+        self.build()  # a bad name or argument is reported at the field
+        return self
+
+    def build(self):
+        return optax_transformation(self.name, self.kwargs)
+
+
+class ImportRef(Block):
+    """Where a rule's factory lives: `import` as given; `file` and `sha256` filled in when the
+    scenario is loaded (spawned workers import that file; the hash is part of the run's id)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    target: Annotated[str, Field(alias="import", pattern=IMPORT_PATTERN)]
+    file: str | None = None
+    sha256: str | None = None
+
+    @model_validator(mode="after")
+    def _resolved(self, info: ValidationInfo):
+        if self.file is not None and self.sha256 is not None:
+            return self  # already resolved (a resolved config read back)
+        base = (info.context or {}).get("base_dir")
+        _, file, digest = resolve_import(self.target, Path(base) if base else None)
+        object.__setattr__(self, "file", file)
+        object.__setattr__(self, "sha256", digest)
+        return self
+
+    def load(self):
+        module, _, attribute = self.target.partition(":")
+        return getattr(load_module(module, file=self.file), attribute)
+
+
+class ImportRuleBlock(Block):
+    """A rule outside gemsim: `rule: {import: "module:factory"}` and the factory's keyword
+    arguments beside it; the factory returns a `gemsim.rules.Rule`."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    rule: ImportRef
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    @property
+    def window(self) -> int:
+        return self.build().window
+
+    @model_validator(mode="after")
+    def _buildable(self):
+        check_kwargs(self.rule.load(), self.kwargs, f"rule {self.rule.target}")
+        self.build()
+        return self
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        factory = self.rule.load()
+        try:
+            rule = factory(**self.kwargs)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{self.rule.target}({self.kwargs}) failed: {exc}") from None
+        if not isinstance(rule, rules.Rule):
+            raise ValueError(
+                f"{self.rule.target} returned {type(rule).__name__}, not a gemsim.rules.Rule"
+            )
+        return rule
+
+
+def _default_inner() -> OptaxBlock:
+    return OptaxBlock(name="adamw", learning_rate=1e-3)
+
+
+def _default_outer() -> OptaxBlock:
+    return OptaxBlock(name="sgd", learning_rate=0.7, momentum=0.9, nesterov=True)
+
+
+class LocalBlock(Block):
+    """Local SGD / DiLoCo-style: `window` steps of `inner` on the worker, `outer` at the
+    server on the pseudo-gradient. `lr`, when given, is the inner optimizer's learning rate
+    (a shorthand for sweeps)."""
+
+    rule: Literal["local"]
+    window: PositiveInt = 8
+    lr: PositiveFloat | None = None
+    inner: OptaxBlock = Field(default_factory=_default_inner)
+    outer: OptaxBlock = Field(default_factory=_default_outer)
+
+    @model_validator(mode="after")
+    def _lr_or_inner(self):
+        given_twice = "inner" in self.model_fields_set and "learning_rate" in self.inner.kwargs
+        if self.lr is not None and given_twice:
+            raise ValueError("give the inner learning rate once: `lr` or `inner.learning_rate`")
+        return self
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        inner = self.inner
+        if self.lr is not None:
+            inner = OptaxBlock(name=inner.name, **{**inner.kwargs, "learning_rate": self.lr})
+        return rules.local(inner=inner.build(), outer=self.outer.build(), window=self.window)

@@ -1,0 +1,49 @@
+"""`optimizer:` — the union of every rule block, told apart by `rule:` (a name, or an import
+path for a rule outside gemsim)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Discriminator, Tag
+
+from ._open_blocks import ImportRuleBlock, LocalBlock
+from ._optimizer_blocks import (
+    AgnBlock,
+    DcasgdBlock,
+    DownpourBlock,
+    EasgdBlock,
+    GemBlock,
+    SoftsyncBlock,
+    StalenessBlock,
+    SyncBlock,
+)
+
+IMPORT_TAG = "import"
+
+
+def _rule_tag(value: Any) -> str | None:
+    rule = value.get("rule") if isinstance(value, dict) else getattr(value, "rule", None)
+    if isinstance(rule, str):
+        return rule
+    return IMPORT_TAG if rule is not None else None
+
+
+Optimizer = Annotated[
+    Annotated[GemBlock, Tag("gem")]
+    | Annotated[DownpourBlock, Tag("downpour")]
+    | Annotated[StalenessBlock, Tag("staleness")]
+    | Annotated[SoftsyncBlock, Tag("softsync")]
+    | Annotated[AgnBlock, Tag("agn")]
+    | Annotated[EasgdBlock, Tag("easgd")]
+    | Annotated[DcasgdBlock, Tag("dcasgd")]
+    | Annotated[SyncBlock, Tag("sync")]
+    | Annotated[LocalBlock, Tag("local")]
+    | Annotated[ImportRuleBlock, Tag(IMPORT_TAG)],
+    Discriminator(_rule_tag),
+]
+
+
+def window_of(block) -> int:
+    """Mini-batches per commit: the timing model needs it before any rule is built."""
+    return int(getattr(block, "window", 1))

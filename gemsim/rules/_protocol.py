@@ -1,0 +1,153 @@
+"""The public `Rule` protocol: what a parameter-server update rule is to gemsim.
+
+A rule is a NamedTuple of pure, jit-able functions over pytrees (optax's style: the
+factory validates its hyperparameters and closes over them). The engine, and each real
+backend's server and workers, run one commit of worker ``w`` as::
+
+    ws = state.workers[w]                         # the worker's row of the stacked states
+    x0 = rule.start(snapshot, ws)                 # snapshot: the version the worker pulled
+    acc = rule.init_acc(x0)
+    for i in range(rule.window):                  # a lax.scan in the engine
+        g = grad(loss)(x, batch_i)                # x starts at x0
+        x, acc, ws = rule.local_step(x, acc, g, ws)
+    theta, server, ws, info = rule.commit(theta, server, ws, Work(x0, x, acc), ctx)
+
+and, when a worker pulls the central variable other than at its own commit (a late join, a
+restart, a barrier, a blocked worker resuming), ``ws = rule.on_pull(ws, theta, server,
+fresh)`` with ``fresh`` true when the pull starts a new worker process (a join or a restart:
+state that lived in the process is gone). See docs/rules.md for a complete example.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax.tree_utils as otu
+
+from gemsim.types import PyTree
+
+
+class RuleState(NamedTuple):
+    """All state of a rule besides the central parameters.
+
+    Attributes:
+      server: state held by the parameter server (``optax.EmptyState()`` if none).
+      workers: per-worker state, every leaf stacked on a leading axis of length
+        ``n_workers`` (``optax.EmptyState()`` if none).
+    """
+
+    server: PyTree
+    workers: PyTree
+
+
+class Work(NamedTuple):
+    """What a worker brings to its commit.
+
+    Attributes:
+      x0: where its local computation started (``rule.start``).
+      x: where its local steps ended (equal to ``x0`` for single-step rules that do not move).
+      acc: what its local steps accumulated (the gradient, for single-step rules).
+    """
+
+    x0: PyTree
+    x: PyTree
+    acc: PyTree
+
+
+class CommitContext(NamedTuple):
+    """What the server knows about a commit besides the work (traced scalars).
+
+    Attributes:
+      staleness: commits applied since the worker pulled the version its work started
+        from; int32, shape ().
+      commit: the commit's index k (it creates version k + 1); int32, shape ().
+      round_end: the protocol closes a round at this commit: always true for asynchronous
+        protocols, true at the last commit of each barrier round; bool, shape ().
+    """
+
+    staleness: jax.Array
+    commit: jax.Array
+    round_end: jax.Array
+
+
+def commit_context(staleness=0, commit=0, round_end=True) -> CommitContext:
+    """A `CommitContext` from Python values (for driving a rule by hand, e.g. in tests)."""
+    return CommitContext(
+        staleness=jnp.asarray(staleness, jnp.int32),
+        commit=jnp.asarray(commit, jnp.int32),
+        round_end=jnp.asarray(round_end, bool),
+    )
+
+
+class CommitInfo(NamedTuple):
+    """Diagnostics of one commit for the rules without extra ones.
+
+    Attributes:
+      update_norm: L2 norm of the change applied to the central parameters, float32, ().
+      weight: the staleness weight applied to the commit (1 for rules that apply none),
+        float32, ().
+    """
+
+    update_norm: jax.Array
+    weight: jax.Array
+
+
+def start_at_snapshot(snapshot: PyTree, ws: PyTree) -> PyTree:
+    """The usual ``start``: local work begins at the version the worker pulled."""
+    del ws
+    return snapshot
+
+
+def zeros_acc(x0: PyTree) -> PyTree:
+    """The usual ``init_acc``: zeros shaped like the starting point."""
+    return otu.tree_zeros_like(x0)
+
+
+def keep_gradient(x: PyTree, acc: PyTree, g: PyTree, ws: PyTree):
+    """The ``local_step`` of single-step rules: keep the gradient, leave ``x`` unchanged."""
+    del acc
+    return x, g, ws
+
+
+class Rule(NamedTuple):
+    """An update rule (see the module docstring for the order of calls).
+
+    Attributes:
+      name: the rule's name, as in scenario files.
+      init: ``(params, n_workers) -> RuleState``.
+      commit: ``(theta, server, ws, work: Work, ctx: CommitContext) -> (theta, server, ws,
+        info)``, atomic at the server; ``info`` is a NamedTuple of float32 diagnostics with
+        at least ``update_norm`` (the engine detects divergence with it).
+      window: local steps (mini-batches) per commit.
+      start: ``(snapshot, ws) -> x0``; default: the snapshot.
+      init_acc: ``(x0) -> acc``; default: zeros like ``x0``.
+      local_step: ``(x, acc, g, ws) -> (x, acc, ws)`` with ``g`` the gradient at ``x``;
+        default: keep the gradient in ``acc``.
+      on_pull: ``(ws, theta, server, fresh) -> ws`` at a pull that is not the worker's own
+        commit; None: keep ``ws``, or reset it to ``init(theta)``'s row when ``fresh``.
+    """
+
+    name: str
+    init: Callable[[PyTree, int], RuleState]
+    commit: Callable[..., tuple[PyTree, PyTree, PyTree, Any]]
+    window: int = 1
+    start: Callable[[PyTree, PyTree], PyTree] = start_at_snapshot
+    init_acc: Callable[[PyTree], PyTree] = zeros_acc
+    local_step: Callable[..., tuple[PyTree, PyTree, PyTree]] = keep_gradient
+    on_pull: Callable[..., PyTree] | None = None
+
+
+def fresh_row(rule: Rule, theta: PyTree) -> PyTree:
+    """A worker's state as a new process that just pulled ``theta`` has it: row 0 of
+    ``rule.init(theta, 1)``."""
+    return jax.tree.map(lambda a: a[0], rule.init(theta, 1).workers)
+
+
+def pull_state(rule: Rule, ws: PyTree, theta: PyTree, server: PyTree, fresh: jax.Array):
+    """The worker state after a pull of ``theta`` (``rule.on_pull``, or its default)."""
+    if rule.on_pull is not None:
+        return rule.on_pull(ws, theta, server, fresh)
+    return otu.tree_where(jnp.asarray(fresh), fresh_row(rule, theta), ws)
