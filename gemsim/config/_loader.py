@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from gemsim._checks import describe_value
 
 from ._errors import ScenarioError
+from ._optimizer import IMPORT_TAG
 from ._scenario import Scenario
 
 
@@ -133,13 +134,19 @@ def _field_path(loc: tuple, data: Any) -> list:
     """Drop the tag values pydantic puts in the location of a tagged-union member."""
     out, node = [], data
     for item in loc:
-        if isinstance(node, Mapping) and item not in node and item in node.values():
+        if isinstance(node, Mapping) and item not in node and _is_tag(item, node):
             continue
         if isinstance(node, Mapping) and item == "law" and item not in node:
             continue  # a mixture component's law sits beside its weight in the file
         out.append(item)
         node = node.get(item) if isinstance(node, Mapping) else _index(node, item)
     return out
+
+
+def _is_tag(item: Any, node: Mapping) -> bool:
+    """Whether `item` is the tag pydantic put in the location of a union member: a value of
+    the node (`rule: gem` -> "gem"), or the tag of a rule given by import path."""
+    return item in node.values() or (item == IMPORT_TAG and isinstance(node.get("rule"), Mapping))
 
 
 def _index(node: Any, item: Any) -> Any:

@@ -30,7 +30,7 @@ class ExpandedRun:
 
 def resolved_config(scenario: Scenario) -> dict[str, Any]:
     """Every field with its default filled in, as plain JSON values."""
-    return scenario.model_dump(mode="json", exclude={"sweep", "repeats", "seeds"})
+    return scenario.model_dump(mode="json", by_alias=True, exclude={"sweep", "repeats", "seeds"})
 
 
 def config_hash(scenario: Scenario) -> str:
@@ -52,7 +52,7 @@ def expand(scenario: Scenario, source: str = "<scenario>", base_dir: Path | None
     Every expanded configuration is validated before any run starts; a bad sweep path or
     value raises a ScenarioError naming it.
     """
-    base = scenario.model_dump(mode="python", exclude_unset=True, by_alias=False)
+    base = scenario.model_dump(mode="python", exclude_unset=True, by_alias=True)
     base = {k: v for k, v in _plain(base).items() if k not in ("sweep", "repeats", "seeds")}
     paths = list(scenario.sweep)
     grid = itertools.product(*(scenario.sweep[p] for p in paths))

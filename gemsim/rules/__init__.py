@@ -31,6 +31,7 @@ from gemsim.rules._protocol import fresh_row as fresh_row
 from gemsim.rules._protocol import keep_gradient as keep_gradient
 from gemsim.rules._protocol import pull_state as pull_state
 from gemsim.rules._protocol import start_at_snapshot as start_at_snapshot
+from gemsim.rules._protocol import stateless as stateless
 from gemsim.rules._protocol import zeros_acc as zeros_acc
 from gemsim.rules._select import tree_medians as tree_medians
 from gemsim.rules._softsync import SoftsyncServerState as SoftsyncServerState
@@ -83,6 +84,7 @@ __all__ = [
     "softsync",
     "staleness",
     "start_at_snapshot",
+    "stateless",
     "sync",
     "tree_medians",
     "zeros_acc",

@@ -17,6 +17,7 @@ from gemsim.rules._protocol import (
     Work,
     keep_gradient,
     start_at_snapshot,
+    stateless,
     zeros_acc,
 )
 from gemsim.types import PyTree
@@ -29,6 +30,7 @@ __all__ = [
     "Work",
     "keep_gradient",
     "start_at_snapshot",
+    "stateless",
     "zeros_acc",
 ]
 
@@ -70,13 +72,6 @@ def init_workers(n_workers: int, make_row: Callable[[], PyTree]) -> PyTree:
 def empty_state() -> optax.EmptyState:
     """The state of a rule part that holds nothing."""
     return optax.EmptyState()
-
-
-def stateless(params: PyTree, n_workers: int) -> RuleState:
-    """The ``init`` of a rule with neither server nor worker state."""
-    del params
-    check_int("n_workers", n_workers, 1)
-    return RuleState(empty_state(), empty_state())
 
 
 # --- validation: the package-wide checks (gemsim._checks), re-exported for the rules ------

@@ -140,6 +140,14 @@ class Rule(NamedTuple):
     on_pull: Callable[..., PyTree] | None = None
 
 
+def stateless(params: PyTree, n_workers: int) -> RuleState:
+    """The ``init`` of a rule with neither server nor worker state."""
+    del params
+    if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
+        raise ValueError(f"n_workers must be an integer >= 1, got {n_workers!r}")
+    return RuleState((), ())
+
+
 def fresh_row(rule: Rule, theta: PyTree) -> PyTree:
     """A worker's state as a new process that just pulled ``theta`` has it: row 0 of
     ``rule.init(theta, 1)``."""

@@ -1,0 +1,75 @@
+"""Synchronous SGD averages exactly the gradients of each barrier round, whatever its size.
+
+The reference finds the rounds on its own (in a barrier protocol the commits of a round are
+the ones computed on the same version) and averages their gradients with numpy; the rule is
+told where rounds end by the trace's `round_end` flags. A crash or a late join makes rounds
+smaller than the number of workers: before rounds were marked, the rule stepped every n
+commits, mixing gradients of two versions.
+"""
+
+import numpy as np
+import pytest
+from engine_helpers import cluster, curvature, execute, quadratic
+
+from gemsim import rules, timing
+
+F = np.float32
+LR, MOMENTUM = 0.1, 0.5
+
+
+def noise_of(problem, w: int, step: int) -> np.ndarray:
+    """The quadratic's gradient noise z for worker w's mini-batch `step` (its data)."""
+    return np.asarray(problem.batch(w, step).x, dtype=F)
+
+
+def reference(trace, problem) -> np.ndarray:
+    h = curvature(problem)
+    theta = np.ones_like(h)
+    v = np.zeros_like(h)
+    versions, steps = [theta], {}
+    k = 0
+    while k < len(trace):
+        members = [k]
+        while k + len(members) < len(trace) and (
+            trace.pulled_version[k + len(members)] == trace.pulled_version[k]
+        ):
+            members.append(k + len(members))
+        grads = []
+        for j in members:
+            w = int(trace.worker[j])
+            x = versions[int(trace.pulled_version[j])]
+            grads.append(h * x + noise_of(problem, w, steps.get(w, 0)))
+            steps[w] = steps.get(w, 0) + 1
+        complete = trace.round_end[members[-1]]  # the budget may cut the last round short
+        if complete:
+            v = (F(MOMENTUM) * v + np.mean(np.stack(grads), axis=0)).astype(F)
+            theta = (theta - F(LR) * v).astype(F)
+        versions += [theta] * len(members)
+        k += len(members)
+    return theta
+
+
+def barrier_trace(**kw):
+    spec = cluster(4, compute=timing.Constant(0.1), synchronous=True, budget=40, **kw)
+    return timing.simulate(spec, seed=0)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["crash", "join", "restart"],
+)
+def test_sync_averages_each_round_as_the_numpy_reference(case):
+    kw = {
+        "crash": dict(failures={3: [timing.Failure(at=0.35)]}),
+        "join": dict(joins={3: 0.25}),
+        "restart": dict(failures={2: [timing.Failure(at=0.15, restart_after=0.3)]}),
+    }[case]
+    trace = barrier_trace(**kw)
+    sizes = np.diff(np.flatnonzero(np.r_[True, np.diff(trace.pulled_version) != 0, True]))
+    assert 3 in sizes and 4 in sizes  # rounds of both sizes
+    assert trace.round_end.sum() == np.count_nonzero(np.diff(trace.pulled_version)) + (
+        1 if trace.round_end[-1] else 0
+    )
+    problem = quadratic(dim=6, condition=10.0, noise=0.3)
+    out = execute(rules.sync(LR, momentum=MOMENTUM), problem, trace)
+    np.testing.assert_allclose(out.params["theta"], reference(trace, problem), rtol=2e-6, atol=1e-7)
