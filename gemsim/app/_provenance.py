@@ -99,11 +99,16 @@ def device() -> dict[str, Any]:
 
 
 def command_line() -> str:
-    """How this process was started: the `gemsim` command, or the Python program."""
+    """How this process was started: the `gemsim` command (also as `python -m gemsim`), or
+    the Python program that called the API."""
     argv = list(sys.argv)
-    if argv and Path(argv[0]).name in ("gemsim", "__main__.py"):
+    if not argv or not argv[0]:
+        return "python (interactive)"
+    first = Path(argv[0])
+    ours = first.parent.name == "gemsim" and first.name in ("cli.py", "__main__.py")
+    if first.name == "gemsim" or ours:
         argv[0] = "gemsim"
-    return " ".join(argv) if argv and argv[0] else "python (interactive)"
+    return " ".join(argv)
 
 
 def provenance(*, started_at: str, ended_at: str, call: str | None = None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ and what is allowed."""
 
 from __future__ import annotations
 
+import re
 import tomllib
 import typing
 from collections.abc import Iterable, Mapping
@@ -21,6 +22,30 @@ from ._optimizer import IMPORT_TAG
 from ._scenario import Scenario
 
 
+class _Loader(yaml.SafeLoader):
+    """yaml.safe_load, with YAML 1.2's floats: PyYAML (YAML 1.1) reads `1e-3` and `1.25e8`
+    as strings, which would reach an optax argument or a sweep value as text."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+        |[-+]?\.(?:inf|Inf|INF)
+        |\.(?:nan|NaN|NAN))$""",
+        re.X,
+    ),
+    list("-+0123456789."),
+)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML text safely (no object construction), with YAML 1.2 floats."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+
+
 def read_document(path: str | Path) -> dict[str, Any]:
     """Parse a YAML (`.yaml`/`.yml`) or TOML (`.toml`) file into a plain mapping."""
     path = Path(path)
@@ -29,7 +54,7 @@ def read_document(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise ScenarioError(str(path), [f"cannot read file: {exc.strerror or exc}"]) from None
     try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+        data = tomllib.loads(text) if path.suffix == ".toml" else load_yaml(text)
     except (yaml.YAMLError, tomllib.TOMLDecodeError, ValueError) as exc:
         kind = "TOML" if path.suffix == ".toml" else "YAML"
         raise ScenarioError(str(path), [f"malformed {kind}: {exc}"]) from None
@@ -45,7 +70,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not sep or not path.strip():
         raise ValueError(f"override {text!r} must look like path=value, e.g. workers.count=8")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = load_yaml(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
         raise ValueError(f"override {text!r}: value is not valid YAML ({exc})") from None
     return path.strip(), value

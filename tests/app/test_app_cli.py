@@ -1,0 +1,207 @@
+"""The command line as a lab uses it: run identities that never collide, exit codes that tell
+what happened, strict JSON Lines, provenance, and the show / ls / schema verbs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gemsim.cli import app
+from gemsim.config import read_document
+from gemsim.results import read_manifest
+
+REPO = Path(__file__).resolve().parents[2]
+QUAD = {
+    "name": "cli",
+    "seed": 5,
+    "workers": {"count": 3, "compute": {"dist": "exponential", "mean": 0.1}},
+    "budget": {"commits": 60},
+    "problem": {"model": {"name": "quadratic", "dim": 4, "noise": 0.1}},
+    "optimizer": {"rule": "gem", "lr": 0.05},
+    "eval": {"every": 30},
+}
+runner = CliRunner()
+
+
+def _write(folder: Path, doc: dict, name: str = "s.yaml") -> Path:
+    path = folder / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _lines(text: str) -> list[dict]:
+    def refuse(token):
+        raise AssertionError(f"non-strict JSON token {token}")
+
+    return [json.loads(line, parse_constant=refuse) for line in text.splitlines() if line]
+
+
+@pytest.fixture(scope="module")
+def sim_run(tmp_path_factory):
+    """One simulated run in a results folder: (scenario file, results folder, its run id)."""
+    root = tmp_path_factory.mktemp("sim")
+    path = _write(root, QUAD)
+    result = runner.invoke(app, ["run", str(path), "--out", str(root / "out"), "--json"])
+    assert result.exit_code == 0, result.output
+    (line,) = _lines(result.stdout)
+    return path, root / "out", line["run_id"]
+
+
+def test_a_replay_into_the_folder_of_its_simulation_keeps_both(sim_run, tmp_path):
+    path, out, sim_id = sim_run
+    before = (out / sim_id / "manifest.json").read_bytes()
+    result = runner.invoke(
+        app, ["replay", str(out / sim_id), str(path), "--out", str(out), "--json", "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    replay_id = _lines(result.stdout)[0]["run_id"]
+    assert replay_id != sim_id
+    assert (out / sim_id / "manifest.json").read_bytes() == before  # untouched
+    sim, replay = read_manifest(out / sim_id), read_manifest(out / replay_id)
+    assert (sim["kind"], replay["kind"]) == ("sim", "replay")
+    assert replay["replayed_trace_sha256"] == sim["trace_sha256"]
+    assert replay["params_sha256"] == sim["params_sha256"]  # the same computation
+    assert sim["identity"] != replay["identity"] and sim["config_hash"] == replay["config_hash"]
+    # --resume takes neither for the other: the simulation is skipped, not redone or replaced
+    resumed = runner.invoke(app, ["run", str(path), "--out", str(out), "--resume", "--json"])
+    assert resumed.exit_code == 0, resumed.output
+    (row,) = _lines(resumed.stdout)
+    assert row["skipped"] and row["run_id"] == sim_id and row["kind"] == "sim"
+    assert read_manifest(out / replay_id)["kind"] == "replay"
+    # the replay of the same trace again is its own finished run: same identity, same folder
+    again = runner.invoke(
+        app, ["replay", str(out / sim_id), str(path), "--out", str(out), "--json", "--quiet"]
+    )
+    assert _lines(again.stdout)[0]["run_id"] == replay_id
+
+
+def test_manifests_carry_provenance(sim_run):
+    _, out, run_id = sim_run
+    manifest = read_manifest(out / run_id)
+    prov = manifest["provenance"]
+    for key in ("gemsim", "commit", "dirty", "python", "platform", "cpu", "jax_backend"):
+        assert key in prov, key
+    for key in ("device_kind", "packages", "started_at", "ended_at", "command"):
+        assert key in prov, key
+    assert prov["jax_backend"] == "cpu" and prov["packages"]["jax"] and prov["packages"]["simpy"]
+    assert prov["started_at"] <= prov["ended_at"]
+    assert prov["command"] == " ".join(sys.argv)  # the process that ran it (here, pytest)
+    assert manifest["identity"].startswith(run_id) and manifest["kind"] == "sim"
+
+
+def test_show_and_ls_describe_a_sweep(sim_run, tmp_path):
+    path, out, run_id = sim_run
+    doc = {**QUAD, "sweep": {"optimizer.lr": [0.05, 0.1]}}
+    sweep = _write(tmp_path, doc)
+    shown = runner.invoke(app, ["show", str(sweep), "--out", str(out), "--json"])
+    assert shown.exit_code == 0, shown.output
+    rows = _lines(shown.stdout)
+    assert [r["sweep"] for r in rows] == [{"optimizer.lr": 0.05}, {"optimizer.lr": 0.1}]
+    # the lr 0.05 point resolves to the configuration already run (same identity): skipped
+    assert [r["resume_skips"] for r in rows] == [True, False]
+    assert rows[0]["run_id"] == run_id
+    text = runner.invoke(app, ["show", str(path), "--out", str(out)])
+    assert text.exit_code == 0 and f"* {run_id}" in text.output and "lr: 0.05" in text.output
+    card = runner.invoke(app, ["show", str(out / run_id)])
+    assert card.exit_code == 0 and "provenance" in card.output and "jax" in card.output
+    listed = runner.invoke(app, ["ls", str(out), "--json", "--sort", "wall_seconds"])
+    assert listed.exit_code == 0, listed.output
+    ls_rows = _lines(listed.stdout)
+    assert run_id in {r["run_id"] for r in ls_rows} and all("status" in r for r in ls_rows)
+    assert runner.invoke(app, ["ls", str(out), "--sort", "nope"]).exit_code == 2
+    assert runner.invoke(app, ["ls", str(tmp_path / "missing")]).exit_code == 2
+
+
+FAILING_RULE = """
+from gemsim import rules
+
+def picky(lr):
+    base = rules.staleness(lr)
+
+    def commit(theta, server, ws, work, ctx):
+        if lr > 1.0:  # fails when the engine traces it, after every check passed
+            raise RuntimeError("picky: lr above 1 is not supported by this commit")
+        return base.commit(theta, server, ws, work, ctx)
+
+    return base._replace(name="picky", commit=commit)
+"""
+
+
+def test_a_failed_run_exits_3_and_the_others_finish(tmp_path):
+    (tmp_path / "picky.py").write_text(textwrap.dedent(FAILING_RULE))
+    doc = {
+        **QUAD,
+        "optimizer": {"rule": {"import": "picky:picky"}, "lr": 0.05},
+        "sweep": {"optimizer.lr": [0.05, 2.0, 0.1]},
+    }
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["run", str(_write(tmp_path, doc)), "--out", str(out), "--json"])
+    assert result.exit_code == 3, result.output
+    rows = _lines(result.stdout)
+    assert [r["status"] for r in rows] == ["ok", "failed", "ok"]
+    failed = rows[1]["run_id"]
+    assert f"run {failed} failed: RuntimeError: picky" in result.stderr
+    assert read_manifest(out / failed)["error"].startswith("RuntimeError: picky")
+    for row in (rows[0], rows[2]):
+        assert read_manifest(out / row["run_id"])["status"] == "ok"
+    assert rows[1]["train_loss"] is None  # NaN is null in strict JSON
+
+
+def test_missing_data_is_found_before_any_run_starts(tmp_path, monkeypatch):
+    monkeypatch.delenv("GEMSIM_DATA", raising=False)
+    doc = {
+        **QUAD,
+        "problem": {"model": "logistic", "dataset": "digits", "batch_size": 16},
+        "sweep": {"problem.dataset": ["digits", {"name": "mnist", "data_dir": str(tmp_path)}]},
+    }
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["run", str(_write(tmp_path, doc)), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "mnist" in result.output and "Traceback" not in result.output
+    assert not out.exists()  # the digits run did not start either
+
+
+def test_the_json_schema_validates_every_bundled_scenario():
+    result = runner.invoke(app, ["schema"])
+    assert result.exit_code == 0
+    schema = json.loads(result.stdout)
+    validator = jsonschema.Draft202012Validator(schema)
+    files = sorted((REPO / "scenarios").rglob("*.yaml")) + sorted(REPO.glob("examples/**/*.yaml"))
+    assert len(files) >= 20
+    for path in files:
+        errors = list(validator.iter_errors(read_document(path)))  # YAML 1.2, as editors
+        assert not errors, f"{path.name}: {errors[0].message}"
+    # and it is a schema, not a tautology: it refuses what the loader refuses
+    bad = {**QUAD, "workers": {"count": 3, "compute": {"dist": "gamma", "mean": 1.0}}}
+    assert list(validator.iter_errors(bad))
+
+
+def test_version_help_and_python_dash_m():
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.output.startswith("gemsim 0.")
+    done = subprocess.run(
+        [sys.executable, "-m", "gemsim", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "Exit codes" in done.stdout
+    for verb in ("trace", "run", "replay", "calibrate", "validate", "show", "ls", "schema"):
+        helped = runner.invoke(app, [verb, "--help"])
+        assert helped.exit_code == 0 and "Example:" in helped.output, verb
+
+
+def test_trace_json_is_one_line_per_run(tmp_path):
+    doc = {k: v for k, v in QUAD.items() if k not in ("problem", "optimizer")}
+    doc["sweep"] = {"workers.count": [2, 3]}
+    result = runner.invoke(app, ["trace", str(_write(tmp_path, doc)), "--json"])
+    assert result.exit_code == 0
+    rows = _lines(result.stdout)
+    assert [r["n_workers"] for r in rows] == [2, 3] and all("trace_sha256" in r for r in rows)
+    single = runner.invoke(app, ["trace", str(_write(tmp_path, QUAD, "one.yaml")), "--json"])
+    assert len(_lines(single.stdout)) == 1  # the same shape for one run as for many
