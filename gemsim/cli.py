@@ -136,8 +136,8 @@ def run(
         int,
         typer.Option(
             min=1,
-            help="Run sweep points in N worker processes (XLA threads divided among them); "
-            "with --cluster, the most Ray tasks in flight.",
+            help="Run sweep points in N worker processes on this machine; with --cluster, "
+            "the most Ray tasks in flight.",
         ),
     ] = 1,
     cluster: Annotated[
@@ -154,6 +154,7 @@ def run(
     simulated one. Exit code 3 when a run failed.
 
     Example: gemsim run scenarios/quickstart.yaml --set workers.count=16 --out results/qs16
+
     Example: gemsim run scenarios/paper/fig1.yaml --jobs 2 --resume
     """
     from gemsim.app import run_file

@@ -66,8 +66,17 @@ class Outcome:
 
 
 def here(scheduler: str, **extra: Any) -> dict[str, Any]:
-    """Where work runs: the scheduler, host and process id (and what the scheduler adds)."""
-    return {"scheduler": scheduler, "host": socket.gethostname(), "pid": os.getpid(), **extra}
+    """Where work runs: the scheduler, host, process id and the CPUs it may use (XLA:CPU's
+    results depend on their number), and what the scheduler adds."""
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    cpus = len(usable) if usable is not None else os.cpu_count()
+    return {
+        "scheduler": scheduler,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "cpus": cpus,
+        **extra,
+    }
 
 
 def execute_run(who: RunIdentity, *, progress: Progress | None = None) -> Outcome:

@@ -141,10 +141,11 @@ def _placement(where: dict[str, Any] | None) -> list[str]:
     """Where a run of a sweep executed (written since sweeps run in several processes)."""
     if not where:
         return []
-    extra = ", ".join(f"{k} {v}" for k, v in where.items() if k not in ("scheduler", "host", "pid"))
+    shown = ("scheduler", "host", "pid", "cpus")
+    extra = ", ".join(f"{k} {v}" for k, v in where.items() if k not in shown)
     tail = f"  ({extra})" if extra else ""
-    return [f"    ran on        {where.get('host')} pid {where.get('pid')}, "
-            f"{where.get('scheduler')}{tail}"]  # fmt: skip
+    return [f"    ran on        {where.get('host')} ({where.get('cpus')} CPUs) pid "
+            f"{where.get('pid')}, {where.get('scheduler')}{tail}"]  # fmt: skip
 
 
 def render_listing(rows: list[dict[str, Any]]) -> str:

@@ -11,17 +11,19 @@ exception, an error) terminates and joins every worker before it propagates; a d
 is killed outright is noticed by each worker's watchdog thread within WATCHDOG_S, and the
 worker exits. Workers ignore SIGINT (from their first instruction: they are spawned with it
 blocked): Ctrl-C on a terminal reaches the whole process group, and it is the driver that
-decides what stops. A worker that dies by itself (a crash, the
-OOM killer) is noticed at once (its pipe closes): its unit is reported `Lost` and a new
-worker takes the next unit.
+decides what stops. A worker that dies by itself (a crash, the OOM killer) is noticed at
+once (its pipe closes): its unit is reported `Lost` and a new worker takes the next unit.
 
-Threads: XLA's CPU backend sizes its intra-op thread pool (matrix products, convolutions) by
-the CPUs the process may run on, and no flag sets that size; JAX dispatches each compiled
-program on one more thread. With one core or less per job, workers run XLA's CPU code
-single-threaded (`--xla_cpu_multi_thread_eigen=false`) and the OS spreads the N workers over
-the cores: N processes each asking for every core would only preempt each other. With k >= 2
-cores per job, worker i is pinned to its own k cores, so that XLA's pool has k threads and
-the workers do not share cores. BLAS and OpenMP libraries get the same count.
+Threads: workers keep the driver's environment and CPUs, and XLA's settings, on purpose.
+XLA's CPU backend sizes its thread pool by the CPUs a process may run on (no flag sets the
+size), and its results depend on them: measured on a 2-core machine, the paper's CNN ends
+128 commits with other parameters in a process limited to one CPU than in one with two.
+Dividing the cores among the workers (pinning each to its share) would therefore make
+`--jobs N` compute other numbers than `--jobs 1`. The one knob that leaves the pool alone,
+`--xla_cpu_multi_thread_eigen=false` (single-threaded Eigen calls), changed no result but
+did not help either (8 logistic-regression runs with `--jobs 2`: 111 and 116 s with it, 87
+and 99 s without, on a loaded machine), so it is not set. Each worker may use every core
+for its large operations, and busy workers share the cores through the OS scheduler.
 """
 
 from __future__ import annotations
@@ -42,8 +44,6 @@ from ._provenance import utc_now
 WATCHDOG_S = 0.5  # how often a worker checks that its driver is alive
 PROGRESS_EVERY_S = 0.5  # progress messages per unit at most this often
 JOIN_TIMEOUT_S = 10.0  # an idle worker told to stop exits well within this
-SINGLE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false"
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 Work = Callable[[Any, Callable[[int, int], None]], Any]
 
@@ -57,37 +57,8 @@ class Lost:
     started_at: str  # UTC
 
 
-@dataclass(frozen=True)
-class Placement:
-    """How one worker slot runs: its environment and, when pinned, its CPUs."""
-
-    env: dict[str, str]
-    cpus: tuple[int, ...] | None
-
-
-def placements(jobs: int, cpus: Sequence[int] | None = None) -> list[Placement]:
-    """The environment and CPUs of each of `jobs` workers sharing `cpus` (default: the CPUs
-    this process may run on). See the module docstring for the rule."""
-    cpus = sorted(_usable_cpus() if cpus is None else cpus)
-    per = max(1, len(cpus) // jobs)
-    env = {name: str(per) for name in THREAD_VARIABLES}
-    if per == 1:
-        flags = os.environ.get("XLA_FLAGS", "")
-        if SINGLE_THREAD_XLA not in flags:
-            flags = f"{flags} {SINGLE_THREAD_XLA}".strip()
-        return [Placement({**env, "XLA_FLAGS": flags}, None) for _ in range(jobs)]
-    return [Placement(env, tuple(cpus[i * per : (i + 1) * per])) for i in range(jobs)]
-
-
-def _usable_cpus() -> list[int]:
-    if hasattr(os, "sched_getaffinity"):
-        return sorted(os.sched_getaffinity(0))
-    return list(range(os.cpu_count() or 1))
-
-
 @dataclass
 class _Slot:
-    placement: Placement
     process: Any = None
     conn: Any = None
     unit: int | None = None  # the unit under way
@@ -131,7 +102,7 @@ class LocalPool:
         """
         keys = list(keys) if keys is not None else list(range(len(units)))
         queue = list(range(len(units)))
-        slots = [_Slot(p) for p in placements(min(self.jobs, max(len(units), 1)))]
+        slots = [_Slot() for _ in range(min(self.jobs, max(len(units), 1)))]
         done = False
         try:
             for slot in slots:
@@ -150,11 +121,11 @@ class LocalPool:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(
             target=worker_main,
-            args=(child, os.getpid(), slot.placement.cpus, self.work),
+            args=(child, os.getpid(), self.work),
             name="gemsim-sweep-worker",
             daemon=True,
         )
-        with _environ(slot.placement.env), _sigint_blocked():
+        with _sigint_blocked():
             process.start()
         child.close()  # the worker's end lives in the worker only: its death closes the pipe
         slot.process, slot.conn, slot.unit = process, parent, None
@@ -238,21 +209,6 @@ def _stop(slots: list[_Slot], *, gently: bool) -> None:
 
 
 @contextmanager
-def _environ(values: dict[str, str]):
-    """Environment variables for a child about to be spawned (it copies them at start)."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-@contextmanager
 def _sigint_blocked():
     """SIGINT blocked in this thread while a child is spawned: the child inherits the mask, so
     a Ctrl-C during its start-up (imports) stays pending until it has chosen to ignore it; one
@@ -270,13 +226,11 @@ def _sigint_blocked():
 # --- the worker process ----------------------------------------------------------------------
 
 
-def worker_main(conn, driver: int, cpus: tuple[int, ...] | None, work: Work) -> None:
+def worker_main(conn, driver: int, work: Work) -> None:
     """The spawn target: run the units the driver sends until told to stop or it is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides what Ctrl-C stops
     if hasattr(signal, "pthread_sigmask"):  # blocked since the spawn (_sigint_blocked)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    if cpus is not None:
-        os.sched_setaffinity(0, cpus)  # before XLA sizes its thread pool (first computation)
     threading.Thread(target=_watch_driver, args=(driver,), daemon=True).start()
     try:
         while True:

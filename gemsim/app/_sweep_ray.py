@@ -12,8 +12,10 @@ records where it ran in its manifest (`provenance.placement`: node, host, pid, a
 `failed` runs, which `--resume` runs again. On any exit of the driver the tasks still under
 way are cancelled.
 
-A task asks Ray for one CPU and runs XLA's CPU code single-threaded, so that Ray's count of
-free CPUs is the truth and tasks sharing a node do not preempt each other.
+A task asks Ray for one CPU, so Ray runs as many at once as the cluster has CPUs. Like the
+workers of `--jobs`, a task keeps XLA's settings: XLA:CPU's results depend on the number of
+CPUs a process may use (see _sweep_local.py), so a node with as many CPUs as the driver's
+machine computes its numbers; `provenance.placement.cpus` records the count.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 from ._execute import Outcome, execute_unit, here
 from ._provenance import utc_now
-from ._sweep_local import SINGLE_THREAD_XLA, Lost
+from ._sweep_local import Lost
 
 RAY_TASK_RETRIES = 3
 POLL_S = 0.5
@@ -88,7 +90,6 @@ class RayPool:
                 num_cpus=1,
                 max_retries=RAY_TASK_RETRIES,
                 retry_exceptions=False,
-                runtime_env={"env_vars": {"XLA_FLAGS": SINGLE_THREAD_XLA}},
             )(ray_unit)
             queue = collections.deque(range(len(units)))
             limit = self.jobs or max(len(units), 1)
