@@ -17,8 +17,13 @@ row by adding to ``VARIANTS`` (e.g. ``--set engine.batch_runs=auto``) or a workl
 machine hit all alike); figures are medians over rounds. Every variant's runs must give the
 trace and parameter hashes of the first variant's, or the script says which did not.
 
-The per-run wall times recorded in the manifests split each sweep into the runs that
-compiled (the first run of a program in a process) and those that reused compiled code.
+Columns: ``wall s`` of the command; ``CPU s``, user + system seconds of the command and its
+worker processes (the work done, whatever else runs on the machine); ``share``, CPU s over
+wall s: the cores the sweep actually got (on an idle 2-core machine up to 1 for ``jobs1``
+and 2 for ``jobs2``; less when other processes compete for the cores); ``procs``, the
+processes that ran runs; ``sum run s``, ``slowest`` and ``fastest``, the runs' own wall times
+from their manifests (a run that compiled its program is the slowest; one that reused a
+program compiled before in its process is the fastest).
 
     python benchmarks/sweep.py                     # table (a few minutes on 2 cores)
     python benchmarks/sweep.py --json
@@ -107,40 +112,37 @@ def split(runs: dict) -> dict:
 def measure(workload: str, commits: int, variants: list[str], rounds: int, tmp: Path) -> dict:
     scenario = tmp / f"{workload}.yaml"
     scenario.write_text(yaml.safe_dump(WORKLOADS[workload](commits)))
-    walls: dict[str, list[float]] = {v: [] for v in variants}
-    cpus: dict[str, list[float]] = {v: [] for v in variants}
-    details, mismatches = {}, []
-    reference = None
+    rounds_of: dict[str, list[dict]] = {v: [] for v in variants}
+    mismatches, reference = [], None
     for r in range(rounds):
         for v in variants:
             got = run_variant(scenario, tmp / f"{workload}-{v}-{r}", VARIANTS[v])
-            walls[v].append(got["wall"])
-            cpus[v].append(got["cpu"])
-            details[v] = split(got["runs"])
+            rounds_of[v].append({"wall_s": got["wall"], "cpu_s": got["cpu"], **split(got["runs"])})
             hashes = {k: x["hashes"] for k, x in got["runs"].items()}
             reference = reference or hashes
             if hashes != reference:
                 mismatches.append(f"{v} round {r}")
-    base = statistics.median(walls[variants[0]])
-    rows = []
-    for v in variants:
-        wall = statistics.median(walls[v])
-        rows.append(
-            {
-                "variant": v,
-                "args": " ".join(VARIANTS[v]),
-                "wall_s": wall,
-                "runs_per_s": RUNS / wall,
-                "cpu_s": statistics.median(cpus[v]),
-                "speedup": base / wall,
-                "rounds": walls[v],
-                **details[v],
-            }
-        )
+    medians = {
+        v: {k: statistics.median(x[k] for x in rs) for k in rs[0]} for v, rs in rounds_of.items()
+    }
+    base = medians[variants[0]]["wall_s"]
+    rows = [
+        {
+            "variant": v,
+            "args": " ".join(VARIANTS[v]),
+            **medians[v],
+            "runs_per_s": RUNS / medians[v]["wall_s"],
+            "speedup": base / medians[v]["wall_s"],
+            "cpu_share": medians[v]["cpu_s"] / medians[v]["wall_s"],
+            "rounds": [x["wall_s"] for x in rounds_of[v]],
+        }
+        for v in variants
+    ]
     return {"workload": workload, "commits": commits, "rows": rows, "mismatches": mismatches}
 
 
 def environment() -> dict:
+    """The machine and its load (other processes share the cores: see `cpu_share`)."""
     return {
         "python": sys.version.split()[0],
         "cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
@@ -151,17 +153,20 @@ def environment() -> dict:
 
 def table(report: dict) -> str:
     env = report["environment"]
-    lines = [f"{env['cpus']} CPUs | python {env['python']} | load {env['load_average']}"]
+    lines = [
+        f"{env['cpus']} CPUs | python {env['python']} | load {env['load_average']} before, "
+        f"{report['load_average_after']} after"
+    ]
     for w in report["workloads"]:
         lines.append(f"\n{w['workload']}: {RUNS} runs of {w['commits']} commits")
         lines.append(
-            f"{'variant':<10} {'wall s':>8} {'CPU s':>7} {'runs/s':>7} {'speed-up':>9} "
-            f"{'procs':>5} {'sum run s':>9} {'slowest':>8} {'fastest':>8}"
+            f"{'variant':<10} {'wall s':>8} {'CPU s':>7} {'share':>6} {'runs/s':>7} "
+            f"{'speed-up':>9} {'procs':>5} {'sum run s':>9} {'slowest':>8} {'fastest':>8}"
         )
         for r in w["rows"]:
             lines.append(
-                f"{r['variant']:<10} {r['wall_s']:>8.1f} {r['cpu_s']:>7.1f} "
-                f"{r['runs_per_s']:>7.3f} {r['speedup']:>8.2f}x {r['processes']:>5} "
+                f"{r['variant']:<10} {r['wall_s']:>8.1f} {r['cpu_s']:>7.1f} {r['cpu_share']:>6.2f} "
+                f"{r['runs_per_s']:>7.3f} {r['speedup']:>8.2f}x {r['processes']:>5.0f} "
                 f"{r['sum_run_wall_s']:>9.1f} "
                 f"{r['slowest_run_s']:>8.1f} {r['fastest_run_s']:>8.1f}"
             )
@@ -186,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 for w in args.workloads
             ],
         }
+        report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(report) if args.json else table(report))
     return 1 if any(w["mismatches"] for w in report["workloads"]) else 0
 

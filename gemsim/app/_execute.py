@@ -26,6 +26,7 @@ from gemsim.trace import CommitTrace
 from ._identity import RunKind
 from ._provenance import utc_now
 from ._record import RunIdentity, failed_manifest, flat_params
+from ._run import run
 
 Progress = Callable[[int, int], None]
 
@@ -82,8 +83,6 @@ def here(scheduler: str, **extra: Any) -> dict[str, Any]:
 def execute_run(who: RunIdentity, *, progress: Progress | None = None) -> Outcome:
     """Run one expanded scenario; an exception is a `failed` outcome, not a crash of the sweep
     (Ctrl-C and SystemExit are not exceptions of the run: they propagate)."""
-    from ._run import run  # _run drives sweeps through this module
-
     started, started_at = time.perf_counter(), utc_now()
     backend = who.kind.value if who.kind in (RunKind.PROCESS, RunKind.RAY) else "sim"
     try:

@@ -25,7 +25,7 @@ import signal
 import threading
 import time
 from collections.abc import Hashable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from typing import Any
 
 from ._execute import Outcome, execute_unit, here
@@ -73,24 +73,22 @@ class RayPool:
         """`(index, outcomes)` for every unit, in the order they finish; a `Lost` for one
         whose task failed after Ray's retries. Units go in sweep order and Ray alone decides
         where each runs (`keys`, what each unit compiles, is not used to place them)."""
+        if not units:
+            return  # nothing to do: no Ray instance to start (e.g. --resume of a full sweep)
         ray = _import_ray()
         started_ray = not ray.is_initialized()
+        before = _sigterm_handler()
         if started_ray:
             cpus = self.jobs if self.address is None else None
-            with _own_sigterm_handler():
-                ray.init(
-                    address=self.address,
-                    num_cpus=cpus,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                )
+            ray.init(
+                address=self.address, num_cpus=cpus, include_dashboard=False, log_to_driver=False
+            )
+            if callable(before):  # ray.init replaced it: see _restore_sigterm
+                _restore_sigterm(before)
         in_flight: dict[Any, tuple[int, float, str]] = {}
         try:
-            task = ray.remote(
-                num_cpus=1,
-                max_retries=RAY_TASK_RETRIES,
-                retry_exceptions=False,
-            )(ray_unit)
+            task = ray.remote(num_cpus=1, max_retries=RAY_TASK_RETRIES, retry_exceptions=False)
+            task = task(ray_unit)
             queue = collections.deque(range(len(units)))
             limit = self.jobs or max(len(units), 1)
             while queue or in_flight:
@@ -108,21 +106,24 @@ class RayPool:
                     ray.cancel(ref, force=True)
             if started_ray:
                 ray.shutdown()
+                _restore_sigterm(before)
 
 
-@contextmanager
-def _own_sigterm_handler():
-    """`ray.init` installs its own SIGTERM handler (`sys.exit(15)`) in the main thread; a
-    handler this program installed before is put back, so SIGTERM means the same with and
-    without Ray. Without one, Ray's stays: it raises SystemExit, so the driver still cleans
-    up (cancels the tasks, stops the local instance) instead of dying on the spot."""
-    main = threading.current_thread() is threading.main_thread()
-    before = signal.getsignal(signal.SIGTERM) if main else None
-    try:
-        yield
-    finally:
-        if main and callable(before):
-            signal.signal(signal.SIGTERM, before)
+def _sigterm_handler():
+    """The SIGTERM handler now (None off the main thread, where it cannot be changed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.getsignal(signal.SIGTERM)
+
+
+def _restore_sigterm(handler) -> None:
+    """`ray.init` installs its own SIGTERM handler (`sys.exit(15)`) in the main thread. A
+    handler this program installed before is put back at once, so SIGTERM means the same
+    with and without Ray; without one, Ray's stays while the sweep runs (it raises
+    SystemExit, so the driver still cancels its tasks and stops the local instance) and the
+    default comes back after."""
+    if handler is not None:
+        signal.signal(signal.SIGTERM, handler)
 
 
 def _collect(ray, ref, started: float, started_at: str) -> list[Outcome] | Lost:
