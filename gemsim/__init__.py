@@ -7,6 +7,7 @@ The Python API mirrors the command line::
     trace = gemsim.simulate_timing(scenario)      # CommitTrace, no gradients
     result = gemsim.run(scenario)                 # RunResult: params, trace, metrics, manifest
     frame = gemsim.load_results("results/quickstart")   # one tidy DataFrame over a sweep
+    frame = gemsim.run_sweep("scenarios/quickstart.yaml", jobs=2)   # run a sweep, then load it
 
 Every name is imported on first use (PEP 562), so ``import gemsim`` loads none of JAX,
 pandas or matplotlib; each stage loads what it needs when it is called.
@@ -20,7 +21,7 @@ __getattr__, __dir__, _names = lazy_exports(
     __name__,
     {
         "gemsim.config": ["load_scenario"],
-        "gemsim.app": ["RunResult", "run", "run_file", "simulate_timing"],
+        "gemsim.app": ["RunResult", "run", "run_file", "run_sweep", "simulate_timing"],
         "gemsim.results": ["load_results"],
     },
 )

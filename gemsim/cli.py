@@ -36,6 +36,10 @@ class Backend(StrEnum):
     ray = "ray"
 
 
+class Cluster(StrEnum):
+    ray = "ray"
+
+
 class RealBackend(StrEnum):
     process = "process"
     ray = "ray"
@@ -128,14 +132,30 @@ def run(
     as_json: JsonFlag = False,
     backend: Annotated[Backend, typer.Option(help="sim, or a real backend.")] = Backend.sim,
     address: AddressOption = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Run sweep points in N worker processes on this machine; with --cluster, "
+            "the most Ray tasks in flight.",
+        ),
+    ] = 1,
+    cluster: Annotated[
+        Cluster | None,
+        typer.Option(help="ray: send the runs to Ray as tasks (--address joins a cluster)."),
+    ] = None,
 ) -> None:
     """Run every point of the scenario's sweep: timing, then real gradients; write run folders.
 
-    With --backend process (or ray) each point runs for real in worker processes (actors)
-    and its recorded trace is written instead of a simulated one. Exit code 3 when a run
-    failed.
+    With --jobs N the points run in N worker processes, with --cluster ray as Ray tasks (a
+    local instance, or the cluster at --address); this process writes every run folder, and
+    the results are those of one-by-one runs. With --backend process (or ray) each point runs
+    for real in worker processes (actors) and its recorded trace is written instead of a
+    simulated one. Exit code 3 when a run failed.
 
     Example: gemsim run scenarios/quickstart.yaml --set workers.count=16 --out results/qs16
+
+    Example: gemsim run scenarios/paper/fig1.yaml --jobs 2 --resume
     """
     from gemsim.app import run_file
     from gemsim.app._render import render_summary
@@ -151,6 +171,8 @@ def run(
         quiet=quiet,
         backend=backend.value,
         address=address,
+        jobs=jobs,
+        cluster=None if cluster is None else cluster.value,
         on_row=as_line if as_json else None,
     )
     if not as_json:

@@ -1,5 +1,6 @@
 """The application: one module per verb of the command line (trace, run, replay, calibrate,
-validate, plot, show, ls, schema), run identity and records, provenance and progress.
+validate, plot, show, ls, schema), run identity and records, provenance and progress, and
+the scheduling of sweeps (here, in local worker processes, or on a Ray cluster).
 
 `gemsim.cli` parses arguments and calls these; notebooks and scripts call them the same way.
 Names are exported lazily, so `gemsim --help` imports none of the stages.
@@ -18,7 +19,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "._provenance": ["provenance"],
         "._record": ["RunIdentity", "RunResult", "SweepRow", "flat_params", "summary_row"],
         "._replay": ["replay_file"],
-        "._run": ["preflight", "run", "run_file", "write_result"],
+        "._run": ["preflight", "run", "write_result"],
+        "._run_sweep": ["run_file", "run_sweep"],
         "._schema": ["schema_json"],
         "._show": ["show_file", "show_run"],
         "._stages": ["build_problem", "build_rule", "real_job"],

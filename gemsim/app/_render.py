@@ -130,10 +130,22 @@ def render_show_run(manifest: dict[str, Any]) -> str:
         f"    jax           {prov.get('jax_backend') or '-'} {prov.get('device_kind') or ''}",
         f"    started       {prov.get('started_at')}  ended {prov.get('ended_at')}",
         f"    command       {prov.get('command')}",
+        *_placement(prov.get("placement")),
         "    packages      "
         + ", ".join(f"{k} {v}" for k, v in sorted((prov.get("packages") or {}).items())),
     ]
     return "\n".join(lines)
+
+
+def _placement(where: dict[str, Any] | None) -> list[str]:
+    """Where a run of a sweep executed (written since sweeps run in several processes)."""
+    if not where:
+        return []
+    shown = ("scheduler", "host", "pid", "cpus")
+    extra = ", ".join(f"{k} {v}" for k, v in where.items() if k not in shown)
+    tail = f"  ({extra})" if extra else ""
+    return [f"    ran on        {where.get('host')} ({where.get('cpus')} CPUs) pid "
+            f"{where.get('pid')}, {where.get('scheduler')}{tail}"]  # fmt: skip
 
 
 def render_listing(rows: list[dict[str, Any]]) -> str:

@@ -1,31 +1,27 @@
-"""`gemsim run`: timing -> engine -> run folder, for one run or a whole sweep, and the
-checks made on every expanded run before the first one starts."""
+"""`gemsim.run`: timing -> engine -> result, for one run (simulated, replayed or real), the
+checks made on every expanded run before the first one starts, and writing a result's folder.
+Sweeps of runs are driven by _run_sweep.py."""
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from gemsim import config, results
 from gemsim.config import ExpandedRun, Scenario, ScenarioError
 from gemsim.trace import CommitTrace
 
 from ._identity import RunKind
-from ._progress import ProgressBar
 from ._provenance import utc_now
 from ._record import (
     RunIdentity,
     RunResult,
-    SweepRow,
     expanded_of,
-    failed_manifest,
     flat_params,
     metrics_frame,
     run_manifest,
-    summary_row,
 )
 from ._stages import EXECUTORS, build_problem, build_rule, real_job, require
 
@@ -138,44 +134,6 @@ def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> 
         raise ScenarioError(source, list(dict.fromkeys(problems)))
 
 
-def run_file(
-    path: str | Path,
-    *,
-    out: str | Path | None = None,
-    overrides: Iterable[str] | Mapping[str, Any] | None = None,
-    resume: bool = False,
-    quiet: bool = False,
-    backend: str = "sim",
-    address: str | None = None,
-    on_row: Callable[[Path, SweepRow], None] | None = None,
-) -> tuple[Path, list[SweepRow]]:
-    """`gemsim run`: expand the sweep, check every run, run each point (skipping finished
-    ones with `resume`), write a run folder per run, and return the results folder and the
-    summary rows (each also handed to `on_row(out_dir, row)` as its run ends)."""
-    path = Path(path)
-    if backend not in BACKENDS:
-        raise ScenarioError(str(path), [f"--backend: {backend!r} is not one of {BACKENDS}"])
-    scenario = config.load_scenario(path, overrides)
-    runs = config.expand(scenario, source=str(path), base_dir=path.parent)
-    preflight(runs, str(path), needs=("problem", "optimizer"))
-    out_dir = Path(out) if out is not None else Path("results") / scenario.name
-    kind = RunKind(backend)
-    rows = []
-    for i, expanded in enumerate(runs):
-        who = RunIdentity.of(expanded, kind)
-        folder = out_dir / who.run_id
-        if resume and results.is_finished(folder, who.identity, kind.value):
-            row = summary_row(results.read_manifest(folder), skipped=True)
-        else:
-            label = f"[{i + 1}/{len(runs)}] {who.run_id}"
-            manifest = run_to_folder(who, out_dir, label=label, quiet=quiet, address=address)
-            row = summary_row(manifest)
-        rows.append(row)
-        if on_row is not None:
-            on_row(out_dir, row)
-    return out_dir, rows
-
-
 def write_result(out_dir: Path, result: RunResult) -> Path:
     """The run folder of a finished run (atomically, see gemsim.results.write_run)."""
     return results.write_run(
@@ -186,35 +144,3 @@ def write_result(out_dir: Path, result: RunResult) -> Path:
         result.metrics,
         flat_params(result.params),
     )
-
-
-def run_to_folder(
-    who: RunIdentity, out_dir: Path, *, label: str, quiet: bool, address: str | None = None
-):
-    """Run one expanded scenario and write its folder; a crash is recorded as `failed`
-    (Ctrl-C is not a crash: it ends the sweep and leaves no folder for this run)."""
-    import pandas as pd
-
-    bar = ProgressBar(label, quiet=quiet)
-    started, started_at = time.perf_counter(), utc_now()
-    backend = who.kind.value if who.kind in (RunKind.PROCESS, RunKind.RAY) else "sim"
-    try:
-        result = run(who.expanded, progress=bar, backend=backend, address=address)
-    except Exception as exc:  # a bug or resource error in one run must not end the sweep
-        bar.close()
-        manifest = failed_manifest(
-            who,
-            exc,
-            wall_seconds=time.perf_counter() - started,
-            started_at=started_at,
-            ended_at=utc_now(),
-        )
-        empty = CommitTrace.from_columns(
-            time=[], worker=[], pulled_version=[], compute_time=[], queue_time=[],
-            service_time=[], n_workers=who.expanded.scenario.workers.count, duration=0.0,
-        )  # fmt: skip
-        results.write_run(out_dir, who.run_id, manifest, empty, pd.DataFrame(), {})
-        return manifest
-    bar.close()
-    write_result(out_dir, result)
-    return result.manifest

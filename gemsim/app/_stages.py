@@ -64,6 +64,14 @@ def real_job(scenario: Scenario):
     )
 
 
+def compile_key(scenario: Scenario) -> str:
+    """What a run's compiled executor depends on, as far as the scenario alone tells (the
+    `ExecutorCache` key without building anything): a process that ran one run reuses its
+    compiled code for another of the same key, so sweeps hand such runs to the same process."""
+    parts = (scenario.optimizer, scenario.problem, scenario.workers.count, scenario.engine)
+    return "|".join(p.model_dump_json() if hasattr(p, "model_dump_json") else str(p) for p in parts)
+
+
 class ExecutorCache:
     """Compiled executors, reused across runs that differ only in seed or timing (repeats and
     timing sweeps then compile once). The key is everything the compiled code depends on."""

@@ -1,0 +1,277 @@
+"""`gemsim run` over a whole sweep, and `gemsim.run_sweep`: expand, check every run, skip the
+finished ones (`resume`), execute the rest here, in `jobs` worker processes or on a Ray
+cluster, and write one run folder per run.
+
+The driver (this process) is the only writer of run folders, whoever computed them: work
+comes back as outcomes and each is written atomically as it arrives. A run that raises is
+recorded `failed` and the sweep goes on; a unit whose process or node is lost is recorded
+`failed` too (after Ray's retries on a cluster), so `--resume` runs it again.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from gemsim import config, results
+from gemsim._checks import UserError
+from gemsim.config import ExpandedRun, Scenario, ScenarioError
+
+from ._execute import Outcome, execute_unit, here, lost_unit
+from ._identity import RunKind
+from ._progress import ProgressBar, SweepProgress
+from ._provenance import command_line
+from ._record import RunIdentity, SweepRow, summary_row
+from ._run import BACKENDS, preflight
+from ._stages import compile_key
+from ._sweep_local import LocalPool, Lost
+from ._sweep_ray import RayPool
+
+CLUSTERS = ("ray",)
+
+OnRow = Callable[[Path, SweepRow], None]
+
+
+def run_file(
+    path: str | Path,
+    *,
+    out: str | Path | None = None,
+    overrides: Iterable[str] | Mapping[str, Any] | None = None,
+    resume: bool = False,
+    quiet: bool = False,
+    backend: str = "sim",
+    address: str | None = None,
+    jobs: int = 1,
+    cluster: str | None = None,
+    on_row: OnRow | None = None,
+) -> tuple[Path, list[SweepRow]]:
+    """`gemsim run`: expand the sweep, check every run, run each point (skipping finished
+    ones with `resume`), write a run folder per run, and return the results folder and the
+    summary rows in sweep order (each also handed to `on_row(out_dir, row)` as its run ends).
+
+    Args:
+        jobs: worker processes on this machine (1: run here, one run after another); with
+            `cluster`, the most tasks in flight (and a local Ray instance's CPUs).
+        cluster: "ray" sends the runs to Ray as tasks (`address` names a running cluster;
+            none starts a local instance).
+    """
+    path = Path(path)
+    check_options(str(path), backend=backend, jobs=jobs, cluster=cluster)
+    scenario = config.load_scenario(path, overrides)
+    runs = config.expand(scenario, source=str(path), base_dir=path.parent)
+    out_dir = Path(out) if out is not None else Path("results") / scenario.name
+    rows = sweep(
+        runs, str(path), out_dir, resume=resume, quiet=quiet, backend=backend,
+        address=address, jobs=jobs, cluster=cluster, on_row=on_row,
+    )  # fmt: skip
+    return out_dir, rows
+
+
+def run_sweep(
+    scenario: Scenario | str | Path,
+    *,
+    jobs: int = 1,
+    cluster: str | None = None,
+    address: str | None = None,
+    out: str | Path | None = None,
+    overrides: Iterable[str] | Mapping[str, Any] | None = None,
+    resume: bool = False,
+    quiet: bool = False,
+):
+    """Run a scenario's whole sweep (as `gemsim run` does) and return its results frame.
+
+    Args:
+        scenario: a scenario file, or a loaded `Scenario` (its `sweep`, `repeats` and `seeds`
+            are expanded as from a file).
+        jobs, cluster, address: where the runs execute (see `run_file`).
+        out: the results folder (default `results/<name>`).
+        overrides: `path=value` strings or a mapping, applied before expanding.
+        resume: skip runs whose folder holds a finished run of the same identity.
+        quiet: no progress bar.
+
+    Returns:
+        `gemsim.load_results(out)`: one row per commit of every finished run (ok or
+        diverged) in the folder. Runs that failed are left out of the frame; a warning names
+        them (their folders hold the error).
+    """
+    if isinstance(scenario, str | Path):
+        out_dir, rows = run_file(
+            scenario, out=out, overrides=overrides, resume=resume, quiet=quiet,
+            jobs=jobs, cluster=cluster, address=address,
+        )  # fmt: skip
+    else:
+        source = f"<scenario {scenario.name!r}>"
+        check_options(source, backend="sim", jobs=jobs, cluster=cluster)
+        scenario = with_overrides(scenario, overrides, source)
+        out_dir = Path(out) if out is not None else Path("results") / scenario.name
+        rows = sweep(
+            config.expand(scenario, source=source), source, out_dir, resume=resume,
+            quiet=quiet, address=address, jobs=jobs, cluster=cluster,
+        )  # fmt: skip
+    failed = [r for r in rows if r.status == "failed"]
+    if failed:
+        first = [f"{r.run_id}: {(r.error or 'no error recorded').splitlines()[0]}" for r in failed]
+        warnings.warn(
+            f"{len(failed)} of {len(rows)} runs failed: " + "; ".join(first),
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return results.load_results(out_dir)
+
+
+def with_overrides(scenario: Scenario, overrides, source: str) -> Scenario:
+    """A loaded scenario with `path=value` overrides applied (validated again)."""
+    if not overrides:
+        return scenario
+    from gemsim.config._loader import apply_overrides
+
+    data = scenario.model_dump(mode="python", exclude_unset=True)
+    try:
+        data = apply_overrides(data, overrides)
+    except ValueError as exc:
+        raise ScenarioError(source, [str(exc)]) from None
+    return config.validate(data, source)
+
+
+def check_options(source: str, *, backend: str, jobs: int, cluster: str | None) -> None:
+    """The options of where runs execute, checked before anything is loaded."""
+    problems = []
+    if backend not in BACKENDS:
+        problems.append(f"--backend: {backend!r} is not one of {BACKENDS}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        problems.append(f"--jobs: must be an integer >= 1, got {jobs!r}")
+    if cluster is not None and cluster not in CLUSTERS:
+        problems.append(f"--cluster: {cluster!r} is not one of {CLUSTERS}")
+    if backend != "sim" and (cluster is not None or jobs != 1):
+        problems.append(
+            f"--backend {backend} runs each point for real and measures its wall-clock "
+            "times: it cannot share the machine with other runs (drop --jobs / --cluster)"
+        )
+    if cluster == "ray" and importlib.util.find_spec("ray") is None:
+        problems.append("--cluster ray: Ray is not installed (pip install 'gemsim[ray]')")
+    if problems:
+        raise UserError(source, problems)
+
+
+def sweep(
+    runs: list[ExpandedRun],
+    source: str,
+    out_dir: Path,
+    *,
+    resume: bool = False,
+    quiet: bool = False,
+    backend: str = "sim",
+    address: str | None = None,
+    jobs: int = 1,
+    cluster: str | None = None,
+    on_row: OnRow | None = None,
+) -> list[SweepRow]:
+    """Check every run, skip the finished ones (`resume`), execute the rest, write their
+    folders as they arrive; the summary rows in sweep order."""
+    preflight(runs, source, needs=("problem", "optimizer"))
+    kind = RunKind(backend)
+    who = [RunIdentity.of(expanded, kind) for expanded in runs]
+    rows: list[SweepRow | None] = [None] * len(who)
+    todo = []
+    for i, w in enumerate(who):
+        folder = out_dir / w.run_id
+        if resume and results.is_finished(folder, w.identity, kind.value):
+            row = summary_row(results.read_manifest(folder), skipped=True)
+            rows[i] = _row(out_dir, row, on_row)
+        else:
+            todo.append(i)
+    units = plan_units(todo)
+    where = dict(jobs=jobs, cluster=cluster, address=address)
+    command = command_line()
+    # closing(): an exception here (Ctrl-C while a folder is written) stops the workers now,
+    # not when the traceback that holds this generator is collected.
+    with closing(_finished_units(units, who, quiet=quiet, **where)) as finished:
+        for index, outcomes in finished:
+            for i, outcome in zip(units[index], outcomes, strict=True):
+                outcome = outcome.placed({}, command=command)
+                outcome.write(out_dir)
+                rows[i] = _row(out_dir, summary_row(outcome.manifest), on_row)
+    return rows  # type: ignore[return-value]
+
+
+def plan_units(todo: Sequence[int]) -> list[list[int]]:
+    """The units of work: lists of positions in the sweep, each executed by one process (or
+    Ray task) and coming back together. One run per unit; runs that can execute as one
+    batch will share a unit."""
+    return [[i] for i in todo]
+
+
+def _row(out_dir: Path, row: SweepRow, on_row: OnRow | None) -> SweepRow:
+    if on_row is not None:
+        on_row(out_dir, row)
+    return row
+
+
+def _finished_units(
+    units: list[list[int]],
+    who: list[RunIdentity],
+    *,
+    quiet: bool,
+    jobs: int,
+    cluster: str | None,
+    address: str | None,
+) -> Iterator[tuple[int, list[Outcome]]]:
+    """`(unit index, outcomes)` as units finish: here, from a local pool or from Ray."""
+    work = [[who[i] for i in unit] for unit in units]
+    if cluster is None and jobs == 1:
+        yield from _here(units, work, len(who), quiet)
+        return
+    progress = SweepProgress(sum(len(u) for u in work), quiet=quiet)
+    labels = [" ".join(w.run_id for w in unit) for unit in work]
+    if cluster == "ray":
+        pool = RayPool(address=address, jobs=jobs if jobs > 1 else None)
+    else:
+        pool = LocalPool(
+            jobs, local_unit, on_progress=lambda i, d, t: progress.update(labels[i], d, t)
+        )
+    keys = [compile_key(unit[0].expanded.scenario) for unit in work]
+    try:
+        with closing(pool.results(work, keys)) as finished:
+            for index, result in finished:
+                outcomes = _outcomes(work[index], result)
+                yield index, outcomes
+                for outcome in outcomes:
+                    progress.finished(labels[index], _finished_line(outcome))
+    finally:
+        progress.close()
+
+
+def _here(units, work, n_runs: int, quiet: bool) -> Iterator[tuple[int, list[Outcome]]]:
+    """One run after another in this process, each with its own progress bar."""
+    for index, (positions, unit) in enumerate(zip(units, work, strict=True)):
+        outcomes = []
+        for i, w in zip(positions, unit, strict=True):
+            bar = ProgressBar(f"[{i + 1}/{n_runs}] {w.run_id}", quiet=quiet)
+            try:
+                outcomes += execute_unit([w], progress=bar)
+            finally:
+                bar.close()
+        yield index, outcomes
+
+
+def local_unit(unit, progress) -> list[Outcome]:
+    """The work of a `--jobs` worker process (module level: it is pickled by reference)."""
+    return execute_unit(unit, progress, where=here("local"))
+
+
+def _outcomes(unit: list[RunIdentity], result: list[Outcome] | Lost) -> list[Outcome]:
+    if isinstance(result, Lost):
+        return lost_unit(unit, result.reason, started=result.started, started_at=result.started_at)
+    return result
+
+
+def _finished_line(outcome: Outcome) -> str:
+    m = outcome.manifest
+    attempt = m.provenance.get("placement", {}).get("attempt")
+    retried = f" (retry {attempt} after a lost task)" if attempt else ""
+    error = f": {m.error.splitlines()[0]}" if m.error else ""
+    return f"{m.run_id} {m.status} in {m.wall_seconds:.1f} s{retried}{error}"

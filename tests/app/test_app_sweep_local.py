@@ -1,0 +1,182 @@
+"""`gemsim run --jobs N` and `gemsim.run_sweep`: the same runs as one by one, whatever ends
+the driver (Ctrl-C, a kill) no worker outlives it and no folder is half-written, `--resume`
+after a kill redoes no finished run, and a crashed worker fails only its own run."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+import yaml
+
+import gemsim
+from gemsim.app._sweep_local import LocalPool, Lost, _pick, _Slot
+from gemsim.results import RUN_FILES, load_results, read_manifest
+
+# Repeats only: every run shares one compiled program, so each worker compiles once.
+QUADRATIC = {
+    "name": "quad",
+    "seed": 11,
+    "workers": {"count": 4, "compute": {"dist": "exponential", "mean": 0.1}},
+    "budget": {"commits": 200},
+    "problem": {
+        "model": {"name": "quadratic", "dim": 8, "condition": 10.0, "noise": 0.1},
+        "batch_size": 1,
+    },
+    "optimizer": {"rule": "gem", "lr": 0.05},
+    "eval": {"every": 50},
+    "repeats": 4,
+}
+# About a second per run once compiled, so that a kill lands between runs; whole chunks of
+# 512 commits (one compiled segment length).
+LONGER = {"budget": {"commits": 80 * 512}, "eval": {"every": 80 * 512}}
+
+
+def write(tmp_path, doc, name="s.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_jobs_2_gives_the_runs_of_one_by_one(tmp_path):
+    scenario = write(tmp_path, QUADRATIC)
+    _, rows = gemsim.run_file(scenario, out=tmp_path / "one", quiet=True)
+    frame = gemsim.run_sweep(scenario, jobs=2, out=tmp_path / "two", quiet=True)
+    assert [r.status for r in rows] == ["ok"] * 4
+    pids = set()
+    for row in rows:
+        one, two = (
+            read_manifest(tmp_path / "one" / row.run_id),
+            read_manifest(tmp_path / "two" / row.run_id),
+        )
+        for key in ("trace_sha256", "params_sha256", "status", "n_commits", "final"):
+            assert one[key] == two[key], key
+        placement = two["provenance"]["placement"]
+        assert placement["scheduler"] == "local" and placement["pid"] != os.getpid()
+        # The driver's CPUs (XLA:CPU's numbers depend on how many a process may use).
+        assert placement["cpus"] == one["provenance"]["placement"]["cpus"]
+        assert one["provenance"]["placement"]["scheduler"] == "in-process"
+        assert two["provenance"]["command"] == one["provenance"]["command"]  # the driver's
+        pids.add(placement["pid"])
+    assert len(pids) == 2  # each worker took a unit at once
+    order = ["run_id", "commit"]
+    expected = load_results(tmp_path / "one").sort_values(order, ignore_index=True)
+    pd.testing.assert_frame_equal(frame.sort_values(order, ignore_index=True), expected)
+    # A loaded scenario with overrides, in this process: the same first two runs.
+    loaded = gemsim.load_scenario(scenario)
+    two = gemsim.run_sweep(loaded, overrides={"repeats": 2}, out=tmp_path / "obj", quiet=True)
+    assert sorted(two["run_id"].unique()) == sorted(r.run_id for r in rows[:2])
+
+
+def test_an_idle_worker_keeps_to_what_it_compiled():
+    keys = ["a", "a", "b", "b", "c"]
+    me, other = _Slot(), _Slot()
+    me.key, other.key = "a", "b"
+    queue = [1, 3, 4]
+    assert _pick(queue, me, [me, other], keys) == 1  # its own key
+    assert _pick(queue, me, [me, other], keys) == 4  # a key no other worker holds
+    assert _pick(queue, me, [me, other], keys) == 3 and queue == []  # else any
+
+
+def crashing_work(unit, progress):
+    """Module level, so that spawned workers import it by name."""
+    kind = unit
+    if kind == "exit":
+        os._exit(3)
+    if kind == "raise":
+        raise RuntimeError("not a run's error")
+    progress(1, 1)
+    return kind, os.getpid()
+
+
+def test_a_crashed_worker_loses_only_its_unit_and_leaves_no_process():
+    seen = []
+    pool = LocalPool(2, crashing_work, on_progress=lambda *a: seen.append(a))
+    units = ["a", "exit", "b", "raise", "c", "d"]
+    got = dict(pool.results(units))
+    assert sorted(got) == list(range(len(units)))
+    assert isinstance(got[1], Lost) and "exit code 3" in got[1].reason
+    assert isinstance(got[3], Lost) and "RuntimeError: not a run's error" in got[3].reason
+    assert [got[i][0] for i in (0, 2, 4, 5)] == ["a", "b", "c", "d"]
+    assert sorted(i for i, _, _ in seen) == [0, 2, 4, 5]
+    assert [c for c in psutil.Process().children() if _is_worker(c)] == []  # all joined
+
+
+def test_kill_then_resume_redoes_no_finished_run_and_leaves_no_orphan(tmp_path):
+    doc = {**QUADRATIC, **LONGER, "repeats": 5}
+    scenario, out = write(tmp_path, doc), tmp_path / "out"
+    cmd = [sys.executable, "-m", "gemsim.cli", "run", str(scenario), "--out", str(out)]
+    proc = subprocess.Popen([*cmd, "--jobs", "2", "--quiet"], stderr=subprocess.DEVNULL)
+    workers = _await(proc, out, finished=1)
+    proc.kill()
+    proc.wait()
+    before = {p: (p / "manifest.json").read_bytes() for p in _finished(out)}
+    assert 1 <= len(before) < 5, "the kill must land in the middle of the sweep"
+    _, alive = psutil.wait_procs(workers, timeout=30)  # each notices its driver is gone
+    assert alive == []
+    result = subprocess.run(
+        [*cmd, "--jobs", "2", "--resume", "--json", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    runs = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sum(r["skipped"] for r in runs) == len(before) and len(runs) == 5
+    assert {p: (p / "manifest.json").read_bytes() for p in before} == before
+    assert len(_finished(out)) == 5 and load_results(out)["run_id"].nunique() == 5
+
+
+def test_ctrl_c_stops_every_worker_and_writes_nothing_partial(tmp_path):
+    doc = {**QUADRATIC, **LONGER}
+    scenario, out = write(tmp_path, doc), tmp_path / "out"
+    cmd = [sys.executable, "-m", "gemsim.cli", "run", str(scenario), "--out", str(out)]
+    # A session of its own: SIGINT to its process group is what a terminal's Ctrl-C sends.
+    proc = subprocess.Popen(
+        [*cmd, "--jobs", "2"], stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    workers = _await(proc, out, finished=0)
+    time.sleep(1.0)  # into their imports or compilation
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert "Traceback" not in stderr, stderr
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert alive == []
+    for folder in out.iterdir() if out.exists() else ():
+        assert not folder.name.startswith("."), f"{folder.name}: a half-written folder"
+        assert all((folder / name).is_file() for name in RUN_FILES)
+
+
+def _await(proc, out: Path, *, finished: int) -> list[psutil.Process]:
+    """The driver's two worker processes once they run and `finished` folders exist."""
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        assert proc.poll() is None, "the sweep ended before it could be interrupted"
+        children = psutil.Process(proc.pid).children(recursive=True)
+        workers = [c for c in children if _is_worker(c)]
+        if len(workers) == 2 and len(_finished(out)) >= finished:
+            return children
+        time.sleep(0.02)
+    pytest.fail("the sweep did not get going in time")
+
+
+def _is_worker(process: psutil.Process) -> bool:
+    try:
+        return "spawn_main" in " ".join(process.cmdline())
+    except psutil.Error:
+        return False
+
+
+def _finished(out: Path) -> list[Path]:
+    if not out.exists():
+        return []
+    return sorted(
+        p for p in out.iterdir() if not p.name.startswith(".") and (p / "manifest.json").exists()
+    )
