@@ -12,8 +12,11 @@ local steps (the paper's τ) it and the centre pull toward each other, as in EAS
 
 The velocity is not touched by the elastic exchange. The gradient is taken at the
 look-ahead point ``x + momentum * v``, so that is where the engine's local iterate sits;
-``x`` and ``v`` themselves are the worker state. A new worker process (a join, a restart)
-starts at the centre it pulls with zero velocity; a plain pull (a barrier) keeps both.
+``x`` and ``v`` themselves are the worker state. As in gemsim's ``easgd``, the first
+gradient after an exchange is taken from the exchanged variable (the paper's pseudo-code
+takes that one gradient before the exchange, so that it can overlap the communication).
+A new worker process (a join, a restart) starts at the centre it pulls with zero velocity;
+a plain pull (a barrier) keeps both.
 """
 
 from typing import NamedTuple
