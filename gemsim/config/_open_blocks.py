@@ -126,11 +126,28 @@ class LocalBlock(Block):
     inner: OptaxBlock = Field(default_factory=_default_inner)
     outer: OptaxBlock = Field(default_factory=_default_outer)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _lr_into_inner(cls, data):
+        """`lr` is written into the inner optimizer (the default one when `inner` is not
+        given), so that the resolved config, which holds both, validates again."""
+        if not isinstance(data, dict) or data.get("lr") is None:
+            return data
+        inner = data.get("inner")
+        if inner is None:
+            inner = {"name": _default_inner().name}
+        if isinstance(inner, dict) and "learning_rate" not in inner:
+            return {**data, "inner": {**inner, "learning_rate": data["lr"]}}
+        return data
+
     @model_validator(mode="after")
     def _lr_or_inner(self):
-        given_twice = "inner" in self.model_fields_set and "learning_rate" in self.inner.kwargs
-        if self.lr is not None and given_twice:
-            raise ValueError("give the inner learning rate once: `lr` or `inner.learning_rate`")
+        rate = self.inner.kwargs.get("learning_rate")
+        if self.lr is not None and rate is not None and rate != self.lr:
+            raise ValueError(
+                f"give the inner learning rate once: `lr` ({self.lr}) or "
+                f"`inner.learning_rate` ({rate})"
+            )
         return self
 
     def build(self) -> rules.Rule:

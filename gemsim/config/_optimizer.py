@@ -7,6 +7,16 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Tag
 
+from ._newer_rule_blocks import (
+    DelayAdaptiveBlock,
+    EamsgdBlock,
+    FedasyncBlock,
+    FedbuffBlock,
+    GapAwareBlock,
+    RennalaBlock,
+    RingmasterBlock,
+    ServerMomentumBlock,
+)
 from ._open_blocks import ImportRuleBlock, LocalBlock
 from ._optimizer_blocks import (
     AgnBlock,
@@ -39,6 +49,14 @@ Optimizer = Annotated[
     | Annotated[DcasgdBlock, Tag("dcasgd")]
     | Annotated[SyncBlock, Tag("sync")]
     | Annotated[LocalBlock, Tag("local")]
+    | Annotated[DelayAdaptiveBlock, Tag("delay_adaptive")]
+    | Annotated[RingmasterBlock, Tag("ringmaster")]
+    | Annotated[RennalaBlock, Tag("rennala")]
+    | Annotated[FedbuffBlock, Tag("fedbuff")]
+    | Annotated[FedasyncBlock, Tag("fedasync")]
+    | Annotated[ServerMomentumBlock, Tag("server_momentum")]
+    | Annotated[GapAwareBlock, Tag("gap_aware")]
+    | Annotated[EamsgdBlock, Tag("eamsgd")]
     | Annotated[ImportRuleBlock, Tag(IMPORT_TAG)],
     Discriminator(_rule_tag),
 ]

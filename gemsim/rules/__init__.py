@@ -7,10 +7,21 @@ NamedTuple of pure functions the engine drives (see ``_base``).
 from gemsim.rules._agn import agn as agn
 from gemsim.rules._dcasgd import DcasgdWorkerState as DcasgdWorkerState
 from gemsim.rules._dcasgd import dcasgd as dcasgd
+from gemsim.rules._delay_adaptive import DelayAdaptiveState as DelayAdaptiveState
+from gemsim.rules._delay_adaptive import delay_adaptive as delay_adaptive
 from gemsim.rules._downpour import LocalVelocity as LocalVelocity
 from gemsim.rules._downpour import downpour as downpour
+from gemsim.rules._eamsgd import EamsgdWorkerState as EamsgdWorkerState
+from gemsim.rules._eamsgd import eamsgd as eamsgd
 from gemsim.rules._easgd import EasgdWorkerState as EasgdWorkerState
 from gemsim.rules._easgd import easgd as easgd
+from gemsim.rules._fedasync import FedasyncInfo as FedasyncInfo
+from gemsim.rules._fedasync import fedasync as fedasync
+from gemsim.rules._fedbuff import FedbuffState as FedbuffState
+from gemsim.rules._fedbuff import fedbuff as fedbuff
+from gemsim.rules._gap_aware import GapAwareInfo as GapAwareInfo
+from gemsim.rules._gap_aware import GapAwareState as GapAwareState
+from gemsim.rules._gap_aware import gap_aware as gap_aware
 from gemsim.rules._gem import EpsPlacement as EpsPlacement
 from gemsim.rules._gem import GemInfo as GemInfo
 from gemsim.rules._gem import GemWorkerState as GemWorkerState
@@ -33,7 +44,13 @@ from gemsim.rules._protocol import pull_state as pull_state
 from gemsim.rules._protocol import start_at_snapshot as start_at_snapshot
 from gemsim.rules._protocol import stateless as stateless
 from gemsim.rules._protocol import zeros_acc as zeros_acc
+from gemsim.rules._rennala import RennalaState as RennalaState
+from gemsim.rules._rennala import rennala as rennala
+from gemsim.rules._ringmaster import RingmasterState as RingmasterState
+from gemsim.rules._ringmaster import ringmaster as ringmaster
 from gemsim.rules._select import tree_medians as tree_medians
+from gemsim.rules._server_momentum import ServerMomentumState as ServerMomentumState
+from gemsim.rules._server_momentum import server_momentum as server_momentum
 from gemsim.rules._softsync import SoftsyncServerState as SoftsyncServerState
 from gemsim.rules._softsync import SoftsyncWorkerState as SoftsyncWorkerState
 from gemsim.rules._softsync import softsync as softsync
@@ -45,14 +62,23 @@ from gemsim.rules._staleness import StalenessWeight as StalenessWeight
 from gemsim.rules._staleness import staleness as staleness
 from gemsim.rules._sync import SyncServerState as SyncServerState
 from gemsim.rules._sync import sync as sync
+from gemsim.rules._timestamps import DelayInfo as DelayInfo
+from gemsim.rules._timestamps import PulledAt as PulledAt
 
 __all__ = [
     "CommitContext",
     "CommitInfo",
     "ConstantWeight",
     "DcasgdWorkerState",
+    "DelayAdaptiveState",
+    "DelayInfo",
+    "EamsgdWorkerState",
     "EasgdWorkerState",
     "EpsPlacement",
+    "FedasyncInfo",
+    "FedbuffState",
+    "GapAwareInfo",
+    "GapAwareState",
     "GemInfo",
     "GemOptaxState",
     "GemWorkerState",
@@ -63,8 +89,12 @@ __all__ = [
     "LocalVelocity",
     "LocalWorkerState",
     "Polynomial",
+    "PulledAt",
+    "RennalaState",
+    "RingmasterState",
     "Rule",
     "RuleState",
+    "ServerMomentumState",
     "SoftsyncServerState",
     "SoftsyncWorkerState",
     "StalenessWeight",
@@ -73,14 +103,22 @@ __all__ = [
     "agn",
     "commit_context",
     "dcasgd",
+    "delay_adaptive",
     "downpour",
+    "eamsgd",
     "easgd",
+    "fedasync",
+    "fedbuff",
     "fresh_row",
+    "gap_aware",
     "gem",
     "gem_optax",
     "keep_gradient",
     "local",
     "pull_state",
+    "rennala",
+    "ringmaster",
+    "server_momentum",
     "softsync",
     "staleness",
     "start_at_snapshot",

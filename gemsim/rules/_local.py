@@ -53,17 +53,25 @@ def _checked(name: str, tx: object) -> optax.GradientTransformation:
     return tx
 
 
+DEFAULT_INNER_LR = 1e-3
+DEFAULT_OUTER_LR, DEFAULT_OUTER_MOMENTUM = 0.7, 0.9
+
+
 def local(
-    inner: optax.GradientTransformation,
-    outer: optax.GradientTransformation,
+    inner: optax.GradientTransformation | None = None,
+    outer: optax.GradientTransformation | None = None,
     window: int = 8,
+    lr: float | None = None,
 ) -> _base.Rule:
     """Local steps of ``inner`` on the workers, ``outer`` on the pseudo-gradients at the server.
 
     Args:
-      inner: the workers' optimizer (e.g. ``optax.adamw(1e-3)``).
-      outer: the server's optimizer (e.g. ``optax.sgd(0.7, momentum=0.9, nesterov=True)``).
+      inner: the workers' optimizer; None: ``optax.adamw(lr)`` (DiLoCo's inner optimizer).
+      outer: the server's optimizer; None: ``optax.sgd(0.7, momentum=0.9, nesterov=True)``
+        (DiLoCo's outer optimizer).
       window: inner steps per commit; integer >= 1.
+      lr: the default inner optimizer's learning rate (> 0; None: 1e-3); only without
+        ``inner``.
 
     Returns:
       The rule; worker state :class:`LocalWorkerState`, server state
@@ -71,8 +79,17 @@ def local(
       commits that only accumulate a round).
 
     Raises:
-      ValueError: ``inner``/``outer`` not optax transformations, or ``window`` < 1.
+      ValueError: ``inner``/``outer`` not optax transformations, ``window`` < 1, ``lr`` out
+        of range or given with ``inner``.
     """
+    if lr is not None:
+        lr = _base.check_positive("local: lr", lr)
+        if inner is not None:
+            raise ValueError("local: lr is the default inner optimizer's; give lr or inner")
+    if inner is None:
+        inner = optax.adamw(DEFAULT_INNER_LR if lr is None else lr)
+    if outer is None:
+        outer = optax.sgd(DEFAULT_OUTER_LR, momentum=DEFAULT_OUTER_MOMENTUM, nesterov=True)
     inner, outer = _checked("inner", inner), _checked("outer", outer)
     window = _base.check_int("local: window", window, 1)
 

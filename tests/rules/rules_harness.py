@@ -8,6 +8,7 @@ jitted commit; the numpy references in the tests use :func:`np_grad`.
 """
 
 import contextlib
+import functools
 from typing import NamedTuple
 
 import jax
@@ -149,12 +150,24 @@ def count_compiles():
 
 
 def drive(
-    rule: Rule, problem: Problem, order, n_workers: int, *, vmapped: bool = False, round_end=None
+    rule: Rule,
+    problem: Problem,
+    order,
+    n_workers: int,
+    *,
+    vmapped: bool = False,
+    round_end=None,
+    fresh=None,
 ) -> Driven:
     """Runs ``order`` through ``rule`` as the engine's loop does; commit jitted.
 
     ``round_end`` (one bool per commit) marks the protocol's round ends; default: every
     commit (asynchronous). For a :func:`sync_trace` pass :func:`round_ends`.
+
+    ``fresh`` (one bool per commit) marks the commits that start a new worker life (a join,
+    a restart); default: each worker's first. A pull other than at the worker's own last
+    commit, or a fresh one past version 0, goes through the rule's pull hook right after the
+    commit that created the pulled version (:func:`host_pulls`), as in the engine.
 
     With ``vmapped`` the local phase runs for all workers at once (``jax.vmap``
     over their stacked states, each from the snapshot of its next commit) and
@@ -167,6 +180,8 @@ def drive(
     commit = jax.jit(rule.commit)
     if round_end is None:
         round_end = [True] * len(order)
+    pulls = host_pulls(order, fresh)
+    pull = jax.jit(functools.partial(rules.pull_state, rule))
     one = local_phase(rule, problem)
     local = jax.jit(jax.vmap(one, in_axes=(0, 0, 0, None)) if vmapped else one)
     for k, (w, pv) in enumerate(order):
@@ -186,6 +201,10 @@ def drive(
         first_compiles = compiles[0] if k == 0 else first_compiles
         recompiles += compiles[0] if k > 0 else 0
         workers = jax.tree.map(lambda a, r, w=w: a.at[w].set(r), state.workers, ws)
+        for v, is_fresh in pulls.get(k, []):
+            row = jax.tree.map(lambda a, v=v: a[v], workers)
+            row = pull(row, theta, server, jnp.asarray(is_fresh))
+            workers = jax.tree.map(lambda a, r, v=v: a.at[v].set(r), workers, row)
         state = RuleState(server, workers)
         versions.append(theta)
         infos.append(info)
@@ -198,6 +217,47 @@ def drive(
         first_compiles,
         recompiles,
     )
+
+
+def default_fresh(order) -> list[bool]:
+    """Each worker's first commit starts its life."""
+    seen, out = set(), []
+    for w, _ in order:
+        out.append(w not in seen)
+        seen.add(w)
+    return out
+
+
+def host_pulls(order, fresh=None) -> dict[int, list[tuple[int, bool]]]:
+    """commit k -> [(worker, fresh)] pulling version k + 1 other than at their own commit."""
+    fresh = default_fresh(order) if fresh is None else list(fresh)
+    last, pulls = {}, {}
+    for k, (w, pv) in enumerate(order):
+        prev = last.get(w, -1)
+        assert prev < pv <= k, f"commit {k}: worker {w} pulled {pv} after its commit {prev}"
+        own = prev >= 0 and pv == prev + 1 and not fresh[k]
+        if pv > 0 and not own:
+            pulls.setdefault(pv - 1, []).append((w, bool(fresh[k])))
+        last[w] = k
+    return pulls
+
+
+# A hand-built asynchronous trace with churn, 4 workers, 24 commits: (worker, pulled
+# version, fresh). Worker 2 is slow (staleness 4 to 7); worker 3 joins late, pulling version
+# 5; worker 1 restarts and pulls version 14 (its last commit made version 12); worker 3 is
+# held back once and pulls version 20 without a restart (a plain pull, as after a barrier).
+CHURN = [
+    (0, 0, True), (1, 0, True), (0, 1, False), (1, 2, False), (2, 0, True), (0, 3, False),
+    (3, 5, True), (1, 4, False), (0, 6, False), (3, 7, False), (0, 9, False), (1, 8, False),
+    (2, 5, False), (3, 10, False), (0, 11, False), (1, 14, True), (0, 15, False),
+    (3, 14, False), (1, 16, False), (2, 13, False), (0, 17, False), (3, 20, False),
+    (1, 19, False), (0, 21, False),
+]  # fmt: skip
+
+
+def churn_trace() -> tuple[list[tuple[int, int]], list[bool]]:
+    """(order, fresh) of :data:`CHURN`."""
+    return [(w, pv) for w, pv, _ in CHURN], [f for _, _, f in CHURN]
 
 
 def _next_pull(order, k, v, pv_k):

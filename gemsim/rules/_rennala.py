@@ -1,0 +1,90 @@
+"""Rennala SGD: the server waits for a batch of gradients at its current parameters.
+
+Tyurin & Richtárik 2023, "Optimal Time Complexities of Parallel Stochastic Optimization
+Methods Under a Fixed Computation Model" (NeurIPS), https://arxiv.org/abs/2305.12387, the
+Rennala SGD method. The server holds ``theta`` fixed while it collects ``batch`` gradients
+computed at ``theta`` (a worker may contribute several; a gradient computed at older
+parameters is discarded), then steps with their mean::
+
+    if g was computed at the current theta:  s <- s + g;  b <- b + 1
+    if b == batch:  theta <- theta - lr * s / batch;  s <- 0;  b <- 0;  k <- k + 1
+
+Fast workers contribute more gradients to a step than slow ones, and no step waits for the
+slowest worker. "Computed at the current parameters" is tracked with server timestamps
+(``gemsim.rules._timestamps``): a worker's gradient counts when the timestamp it pulled is
+the server's. The batch size defaults to the number of workers.
+"""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax.tree_utils as otu
+
+from gemsim.rules import _base, _timestamps
+from gemsim.rules._timestamps import DelayInfo, PulledAt
+from gemsim.types import PyTree
+
+
+class RennalaState(NamedTuple):
+    """Attributes:
+    timestamp: server steps so far; int32, shape ().
+    grad_sum: sum of the gradients collected for this step, like params.
+    count: gradients collected for this step; int32, shape ().
+    batch: gradients per step; int32, shape ().
+    """
+
+    timestamp: jax.Array
+    grad_sum: PyTree
+    count: jax.Array
+    batch: jax.Array
+
+
+def rennala(lr: float, batch: int | None = None) -> _base.Rule:
+    """Step with the mean of ``batch`` gradients computed at the current parameters.
+
+    Args:
+      lr: learning rate; > 0.
+      batch: gradients per server step; integer >= 1. None: the number of workers.
+
+    Returns:
+      The rule; server state :class:`RennalaState`, worker state
+      :class:`~gemsim.rules.PulledAt`, info :class:`~gemsim.rules.DelayInfo` (weight 1 for a
+      collected gradient, 0 for a discarded one; update norm 0 except at steps).
+
+    Raises:
+      ValueError: a hyperparameter out of range, naming it and what is allowed.
+    """
+    lr = _base.check_positive("rennala: lr", lr)
+    if batch is not None:
+        batch = _base.check_int("rennala: batch", batch, 1)
+
+    def init(params, n_workers):
+        n_workers = _base.check_int("n_workers", n_workers, 1)
+        b = n_workers if batch is None else batch
+        zero = _timestamps.zero_stamp()
+        server = RennalaState(zero, otu.tree_zeros_like(params), zero, jnp.asarray(b, jnp.int32))
+        return _base.RuleState(server, _timestamps.init_pulled(n_workers))
+
+    def commit(theta, server, ws, work, ctx):
+        del ctx  # freshness is judged by timestamps, not commit staleness
+        tau = _timestamps.delay(server, ws)
+        current = tau == 0
+        grad_sum = otu.tree_where(current, otu.tree_add(server.grad_sum, work.acc), server.grad_sum)
+        count = server.count + current.astype(jnp.int32)
+        step = count >= server.batch
+        size = server.batch.astype(jnp.float32)
+        update = jax.tree.map(lambda s: -lr * (s / size), grad_sum)
+        new_theta = otu.tree_where(step, otu.tree_add(theta, update), theta)
+        timestamp = server.timestamp + step.astype(jnp.int32)
+        new_server = RennalaState(
+            timestamp=timestamp,
+            grad_sum=otu.tree_where(step, otu.tree_zeros_like(grad_sum), grad_sum),
+            count=jnp.where(step, jnp.zeros((), jnp.int32), count),
+            batch=server.batch,
+        )
+        norm = jnp.where(step, _base.update_norm(update), jnp.float32(0))
+        info = DelayInfo(norm, current.astype(jnp.float32), _base.as_float(tau))
+        return new_theta, new_server, PulledAt(timestamp), info
+
+    return _base.Rule(name="rennala", init=init, commit=commit, on_pull=_timestamps.pull_timestamp)
