@@ -44,21 +44,21 @@ def ref_delay_adaptive(problem, order, fresh, n, *, lr, tau_c=None):
 
 
 def ref_ringmaster(problem, order, fresh, n, *, lr, threshold=None):
+    """Apply -lr g when the commit's staleness k - pulled_version is below the threshold."""
     del fresh
     limit = n if threshold is None else threshold
     theta, versions = _init(problem)
-    stamps, now, infos = [0], 0, []
+    infos = []
     for k, (w, pv) in enumerate(order):
-        delay = now - stamps[pv]
-        keep = delay < limit
+        tau = k - pv
+        keep = tau < limit
         norm = 0.0
         if keep:
             upd = [F(-lr) * gl for gl in np_grad(problem, versions[pv], w, k, 0)]
             theta = [t + u for t, u in zip(theta, upd, strict=True)]
-            norm, now = _norm(upd), now + 1
+            norm = _norm(upd)
         versions.append(theta)
-        stamps.append(now)
-        infos.append(dict(update_norm=norm, weight=float(keep), delay=float(delay)))
+        infos.append(dict(update_norm=norm, weight=float(keep), delay=float(tau)))
     return versions, infos
 
 
