@@ -64,7 +64,8 @@ class AvailabilityBlock(Block):
         if not path.is_file():
             raise ValueError(f"file {str(path)!r} does not exist")
         read_availability(path)  # fail at load time, not mid-run
-        return str(path)
+        # Absolute: a resolved config is validated again (sweeps) with the same base folder.
+        return str(path.resolve())
 
     def intervals(self) -> Intervals:
         """Each worker's down intervals ``(down_at, up_at)`` from the file."""

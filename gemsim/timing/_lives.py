@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -97,7 +98,9 @@ def down_intervals(
 class SlowdownClock:
     """Stretches compute times by worker ``w``'s slowdown episodes (`gemsim.timing.Slowdowns`).
 
-    Calls must come in non-decreasing start time (a worker computes one gradient at a time).
+    Calls must come in non-decreasing start time; a computation may start before the
+    previous one would have ended (a cancelled or lost one), so episodes are dropped only
+    once they end before a start.
     """
 
     def __init__(self, spec: WorkerSpec, seed: int, w: int) -> None:
@@ -107,35 +110,39 @@ class SlowdownClock:
         self._duration: Draw = draw_stream(
             slow.duration, seed_sequence(seed, WORKER_KEY, w, SLOW_DURATION)
         )
-        self.start = self._every()
-        self.end = self.start + self._duration()
-        self.factor = self._factor()
+        self._episodes: deque[tuple[float, float, float]] = deque()  # (start, end, factor)
+        self._last_end = 0.0
 
-    def _advance(self) -> None:
-        self.start = self.end + self._every()
-        self.end = self.start + self._duration()
-        self.factor = self._factor()
+    def _episode(self, i: int) -> tuple[float, float, float]:
+        """The i-th episode not yet dropped, drawn when first needed."""
+        episodes = self._episodes
+        while len(episodes) <= i:
+            start = self._last_end + self._every()
+            self._last_end = start + self._duration()
+            episodes.append((start, self._last_end, self._factor()))
+        return episodes[i]
 
     def stretch(self, t0: float, work: float) -> float:
         """Seconds that ``work`` seconds of normal-speed compute started at ``t0`` take."""
-        while self.end <= t0:
-            self._advance()
-        t, elapsed = t0, 0.0
+        while self._episode(0)[1] <= t0:
+            self._episodes.popleft()
+        t, elapsed, i = t0, 0.0, 0
         while True:
-            if t < self.start:
-                normal = self.start - t
+            start, end, factor = self._episode(i)
+            if t < start:
+                normal = start - t
                 if work <= normal:
                     return elapsed + work
                 work -= normal
                 elapsed += normal
-                t = self.start
-            slow = self.end - t
-            if work * self.factor <= slow:
-                return elapsed + work * self.factor
-            work -= slow / self.factor
+                t = start
+            slow = end - t
+            if work * factor <= slow:
+                return elapsed + work * factor
+            work -= slow / factor
             elapsed += slow
-            t = self.end
-            self._advance()
+            t = end
+            i += 1
 
 
 class EmulatedCompute:

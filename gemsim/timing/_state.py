@@ -33,6 +33,7 @@ from gemsim.trace import CommitTrace
 from ._cluster import ClusterSpec, CommitBudget, Discipline, SecondsBudget, StepsBudget
 from ._draws import Draw, WorkerDraws, service_draw, uniform_draw, worker_draws
 from ._lives import SlowdownClock
+from ._server_protocols import KSync
 
 # Phases of a worker. Its gradient is "in flight" in CYCLE (pull, compute, push) and
 # QUEUED; once SERVING it will be committed even if the worker crashes. READY: waiting for
@@ -104,8 +105,12 @@ class SimState:
             SlowdownClock(ws, seed, w) if ws.slowdowns is not None else None
             for w, ws in enumerate(spec.workers)
         ]
-        tracked = any(s is not None for s in self.slow) or any(
-            ws.has_downtime for ws in spec.workers
+        # The plain cycle is the fastest; work that can be lost or cancelled needs to know
+        # when its compute started.
+        tracked = (
+            any(s is not None for s in self.slow)
+            or any(ws.has_downtime for ws in spec.workers)
+            or isinstance(spec.protocol, KSync)
         )
         self.cycle: Callable[[int, bool], float] = self._tracked_cycle if tracked else self._cycle
         self.queue: deque[int] | list[int]
