@@ -8,9 +8,10 @@ workers' send timestamps, on the system-wide monotonic clock), one at a time, so
 commit is atomic. Parameters travel through shared memory (gemsim/real/shared.py).
 
 A worker's scheduled downs (failures, churn, an availability trace: `timing.life_events`)
-kill it (SIGKILL) at their time and, when it is to come back, start a new process at the
-end of the down interval, plus its start-up (import, compile): the restarted worker pulls
-the central variable of that moment. With `emulate_latency` each worker's compute lasts what
+kill it (SIGKILL) at their time and, when it is to come back, start a new process at once,
+which starts up (import, compile) while the worker is down and goes on when the down
+interval ends (or when it is ready, if later): the restarted worker pulls the central
+variable of that moment. With `emulate_latency` each worker's compute lasts what
 the timing model draws for it, stretched by its slowdowns (`timing.EmulatedCompute`). A
 worker that dies by itself is seen at once (its pipe closes) and recorded; the run goes on
 with the others. Whatever happens,
@@ -164,7 +165,7 @@ class ProcessBackend:
                 self._scheduled(upcoming)
                 upcoming = next(lives, None)
             for w, x in self._workers.items():
-                if x.state == "ready" and w in self._joined:
+                if x.state == "ready" and w in self._joined and w not in self._down:
                     self._go(w, pull=True)  # a restarted worker, or one that joins late
             if self.book.done(now) or self._finished():
                 return
@@ -179,7 +180,7 @@ class ProcessBackend:
         spec = self.job.spec
         until = spec.budget.seconds if isinstance(spec.budget, timing.SecondsBudget) else math.inf
         self._joined: set[int] = set()
-        self._coming = set(self._workers)  # workers due to (re)start
+        self._down: set[int] = set()  # restarted processes that wait for their time
         return timing.life_events(spec, self.job.seed, until=until)
 
     def _scheduled(self, event: timing.LifeEvent) -> None:
@@ -187,7 +188,6 @@ class ProcessBackend:
         x = self._workers[w]
         if kind == "join":
             self._joined.add(w)
-            self._coming.discard(w)
             late = event.time > 0
             if late:
                 self.book.events.append(WorkerEvent(now, w, "joined"))
@@ -196,20 +196,19 @@ class ProcessBackend:
         elif kind in ("down", "gone"):
             if x.state != "dead":
                 self._kill(w, "killed", "scheduled down")
-            if kind == "down":
-                self._coming.add(w)
-        elif kind == "up":
-            self._coming.discard(w)
-            if self.book.wants_more(w, now):  # a worker whose budget is spent stays down
+            if kind == "down" and self.book.wants_more(w, now):  # a spent worker stays down
+                # The new process starts up while the worker is down, to go on at its end.
                 self._spawn(w)
                 self._restarting.add(w)
+                self._down.add(w)
+        elif kind == "up":
+            self._down.discard(w)
 
     def _finished(self) -> bool:
-        """No worker can commit any more and none is due to (re)start."""
+        """No worker can commit any more and none is due to (re)start (a restart's process
+        is started when its worker goes down)."""
         busy = any(x.state in ("starting", "ready", "working") for x in self._workers.values())
-        now = self._clock()
-        coming = any(self.book.wants_more(w, now) for w in self._coming)
-        return not busy and not self._pending and not coming
+        return not busy and not self._pending
 
     def _go(self, w: int, *, pull: bool) -> None:
         x = self._workers[w]

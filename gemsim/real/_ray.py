@@ -179,19 +179,19 @@ class _Driver:
                 if kind == "join":
                     coming.discard(w)
                     running[actors[w].run.remote(self.server)] = w
-                elif kind in ("down", "gone") and actors.get(w) is not None:
-                    ray.kill(actors[w])
-                    killed_by_us.add(w)
-                    self.server.forget.remote(w)
+                elif kind in ("down", "gone"):
+                    if actors.get(w) is not None:
+                        ray.kill(actors[w])
+                        killed_by_us.add(w)
+                        self.server.forget.remote(w)
+                        self.events.append(WorkerEvent(now, w, "killed", "scheduled down"))
                     actors[w] = None
-                    self.events.append(WorkerEvent(now, w, "killed", "scheduled down"))
-                if kind == "down":
-                    coming.add(w)
-                elif kind == "up":
+                    if kind == "down" and not ray.get(self.server.done.remote()):
+                        # The new actor starts up while the worker is down.
+                        actors[w] = self.Worker.remote(w, job)
+                        coming.add(w)
+                elif kind == "up" and actors.get(w) is not None and w in coming:
                     coming.discard(w)
-                    if ray.get(self.server.done.remote()):
-                        continue
-                    actors[w] = self.Worker.remote(w, job)
                     ray.get(actors[w].ready.remote())
                     running[actors[w].run.remote(self.server)] = w
                     restarted = time.time() - t0
