@@ -1,10 +1,11 @@
 """`gemsim calibrate`: a scenario whose latency laws are fitted to a finished run's trace.
 
 The calibrated scenario is the run's own configuration (its problem, optimizer, seed,
-eval and engine blocks, and its workers' failures and joins) with the timing laws
-replaced: ``workers.compute`` (and ``workers.groups`` when workers differ) and
-``server.service`` come from `gemsim.timing.calibrate_trace`, ``network`` is left out
-(a trace holds no network measurement) and the budget is the run's commit count.
+eval and engine blocks, its workers' failures, joins, churn and availability, and its
+server protocol) with the timing laws replaced: ``workers.compute`` (and
+``workers.groups`` when workers differ) and ``server.service`` come from
+`gemsim.timing.calibrate_trace`, ``network`` is left out (a trace holds no network
+measurement) and the budget is the run's commit count.
 Simulating it should reproduce the run's staleness distribution; docs/design.md §6.
 """
 
@@ -150,19 +151,21 @@ def calibrated_config(
 ) -> dict[str, Any]:
     """The run's configuration with its timing laws replaced by ``calibration``.
 
-    Kept: seed, problem, optimizer, eval, engine, the workers' failures and joins and the
-    server's discipline. Replaced: workers count/compute/groups, server service, the
-    budget (``commits``). Dropped: network (not measured) and unset (None) fields.
+    Kept: seed, problem, optimizer, eval, engine, the workers' failures, joins, churn and
+    availability and the server's discipline and protocol. Replaced: workers
+    count/compute/groups, server service, the budget (``commits``). Dropped: network (not
+    measured), slowdowns (the fitted compute law holds them) and unset (None) fields.
     """
     workers = calibration.workers_block()
     old_workers = config.get("workers") or {}
-    for key in ("failures", "joins"):
+    for key in ("failures", "joins", "churn", "availability"):
         if old_workers.get(key):
             workers[key] = _without_none(old_workers[key])
     server = calibration.server_block()
-    discipline = (config.get("server") or {}).get("discipline")
-    if discipline is not None:
-        server["discipline"] = discipline
+    for key in ("discipline", "protocol"):
+        value = (config.get("server") or {}).get(key)
+        if value is not None:
+            server[key] = _without_none(value)
     out: dict[str, Any] = {
         "name": str(config.get("name", "run"))[: _NAME_MAX - len(SUFFIX)] + SUFFIX,
         "seed": config.get("seed"),

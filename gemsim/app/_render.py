@@ -68,19 +68,66 @@ def render_trace_report(report: dict) -> str:
         f"  staleness p50/p99   {_g(report['staleness_p50'])} / {_g(report['staleness_p99'])}"
         f"   max {report['staleness_max']}",
     ]
+    lines += _protocol_lines(report)
     workers = report["per_worker"]
     shown = workers if len(workers) <= 16 else workers[:8] + workers[-8:]
+    extra = [c for c in _WORKER_COLUMNS if _shows(report, c[0])]
     lines.append(
-        "  worker  commits  mean staleness" + ("  (first and last 8)" if shown != workers else "")
+        "  worker  commits  mean staleness"
+        + "".join(f"  {title:>{width}}" for _, title, width, _ in extra)
+        + ("  (first and last 8)" if shown != workers else "")
     )
     lines += [
-        f"  {w['worker']:>6}  {w['commits']:>7}  {_g(w['staleness_mean']):>14}" for w in shown
+        f"  {w['worker']:>6}  {w['commits']:>7}  {_g(w['staleness_mean']):>14}"
+        + "".join(f"  {_g(w.get(key), spec):>{width}}" for key, _, width, spec in extra)
+        for w in shown
     ]
     lines.append("  staleness histogram")
     lines.append(format_histogram(report["histogram"]))
     if report.get("trace_path"):
         lines.append(f"  trace written to {report['trace_path']}")
     return "\n".join(lines)
+
+
+# Per-worker columns of `gemsim trace` shown when they hold anything: (key, title, width, format)
+_WORKER_COLUMNS = (
+    ("availability", "up %", 6, ".1%"),
+    ("waited_seconds", "waited s", 9, ".4g"),
+    ("lost", "lost", 5, "d"),
+    ("lost_compute_seconds", "lost s", 8, ".4g"),
+    ("cancelled", "cancelled", 9, "d"),
+    ("cancelled_compute_seconds", "cancel s", 8, ".4g"),
+)
+
+
+def _shows(report: dict, key: str) -> bool:
+    """Whether a per-worker column says anything: availability below 1, other figures > 0."""
+    values = [w.get(key) for w in report["per_worker"]]
+    if key == "availability":
+        return any(v is not None and not math.isnan(v) and v < 1.0 for v in values)
+    return any(v for v in values)
+
+
+def _protocol_lines(report: dict) -> list[str]:
+    """Protocol, availability, time held by the protocol and work lost or cancelled."""
+    if "protocol" not in report:
+        return []
+    lines = [f"  protocol            {report['protocol']}"]
+    if _shows(report, "availability"):
+        lines.append(f"  availability mean   {_g(report['availability_mean'], '.2%')}")
+    if report["waited_seconds"]:
+        lines.append(f"  waited (protocol)   {_g(report['waited_seconds'])} worker-seconds")
+    if report["lost"]:
+        lines.append(
+            f"  lost (going down)   {report['lost']} gradients, "
+            f"{_g(report['lost_compute_seconds'])} s of compute"
+        )
+    if report["cancelled"]:
+        lines.append(
+            f"  cancelled (k_sync)  {report['cancelled']} gradients, "
+            f"{_g(report['cancelled_compute_seconds'])} s of compute"
+        )
+    return lines
 
 
 def render_show_file(shown: dict[str, Any]) -> str:

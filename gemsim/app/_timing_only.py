@@ -16,6 +16,16 @@ from gemsim.trace import CommitTrace
 
 from ._identity import RunKind, run_id_of, run_identity
 
+# Per-worker figures of the timing model's report, as (report key, WorkerReport field).
+WORKER_FIGURES = (
+    ("availability", "availability"),
+    ("waited_seconds", "waited_seconds"),
+    ("lost", "lost"),
+    ("lost_compute_seconds", "lost_compute_seconds"),
+    ("cancelled", "cancelled"),
+    ("cancelled_compute_seconds", "cancelled_compute_seconds"),
+)
+
 
 def simulate_timing(scenario: Scenario) -> CommitTrace:
     """Simulate the scenario's cluster and return its CommitTrace."""
@@ -43,10 +53,12 @@ def trace_scenario(
             raise ScenarioError(str(path), [f"{expanded.sweep_values or 'run'}: {exc}"]) from None
     reports = []
     for expanded, spec in zip(runs, specs, strict=True):
-        trace = timing.simulate(spec, seed=expanded.scenario.seed)
+        simulation = timing.simulate_run(spec, seed=expanded.scenario.seed)
+        trace = simulation.trace
         run_id = run_id_of(run_identity(expanded.config_hash, RunKind.SIM))
         report = {"run_id": run_id, "sweep": expanded.sweep_values, "seed": expanded.scenario.seed}
         report.update(timing.staleness_summary(trace))
+        report.update(worker_figures(spec, simulation.workers, report["per_worker"]))
         report["duration"] = trace.duration
         report["trace_sha256"] = trace.sha256()
         if out is not None:
@@ -55,3 +67,25 @@ def trace_scenario(
             report["trace_path"] = str(folder / "trace.parquet")
         reports.append(report)
     return reports
+
+
+def worker_figures(
+    spec: timing.ClusterSpec, workers: timing.WorkerReport, per_worker: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The protocol and, per worker and in total, the time up, the time held by the protocol
+    (blocked by SSP, at a barrier) and the work lost (going down) or cancelled (k_sync).
+    Adds the per-worker values to the rows of ``per_worker`` in place; returns the totals."""
+    for row in per_worker:
+        w = row["worker"]
+        for key, field in WORKER_FIGURES:
+            row[key] = getattr(workers, field)[w].item()
+    available = workers.availability
+    return {
+        "protocol": spec.protocol.name,
+        "availability_mean": float(available.mean()) if len(available) else None,
+        "waited_seconds": float(workers.waited_seconds.sum()),
+        "lost": int(workers.lost.sum()),
+        "lost_compute_seconds": float(workers.lost_compute_seconds.sum()),
+        "cancelled": int(workers.cancelled.sum()),
+        "cancelled_compute_seconds": float(workers.cancelled_compute_seconds.sum()),
+    }

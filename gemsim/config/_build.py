@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from gemsim import timing
 
 from ._optimizer import window_of
-from ._optimizer_blocks import SyncBlock
 from ._problem_blocks import dataset_spec, model_spec
+from ._protocol_blocks import check_protocol, resolve_protocol
 from ._scenario import Scenario
 
 if TYPE_CHECKING:
@@ -39,10 +39,11 @@ def build_cluster(
         push=net.push.build() if net.push else None,
         bandwidth_bytes_per_s=net.bandwidth_bytes_per_s,
         model_bytes=sizes[1] if sizes is not None and needs_bytes else 0,
+        shared_link=net.shared_link,
         service=server.service.build() if server.service else None,
         discipline=timing.Discipline[server.discipline.upper()],
         window=window_of(scenario.optimizer) if scenario.optimizer else 1,
-        synchronous=isinstance(scenario.optimizer, SyncBlock),
+        protocol=resolve_protocol(scenario),
         budget=_budget(scenario, steps_per_epoch),
     )
 
@@ -70,32 +71,41 @@ def problem_args(scenario: Scenario) -> tuple[problems.ModelSpec, problems.Datas
 
 
 def build_rule(scenario: Scenario) -> rules.Rule:
-    """The scenario's update rule (imports JAX)."""
+    """The scenario's update rule (imports JAX), checked against the server protocol."""
     if scenario.optimizer is None:
         raise ValueError("the scenario has no `optimizer` block")
+    check_protocol(scenario)
     return scenario.optimizer.build()
 
 
 def _worker_specs(scenario: Scenario) -> tuple[timing.WorkerSpec, ...]:
     block = scenario.workers
     default = block.compute.build()
-    laws, speeds = [], []
+    churn = block.churn.build() if block.churn else None
+    slowdowns = block.slowdowns.build() if block.slowdowns else None
+    laws, speeds, churns, slows = [], [], [], []
     for group in block.groups:
-        law = group.compute.build() if group.compute else default
-        laws += [law] * group.count
+        laws += [group.compute.build() if group.compute else default] * group.count
         speeds += [group.speed] * group.count
-    laws += [default] * (block.count - len(laws))
-    speeds += [1.0] * (block.count - len(speeds))
+        churns += [group.churn.build() if group.churn else churn] * group.count
+        slows += [group.slowdowns.build() if group.slowdowns else slowdowns] * group.count
+    rest = block.count - len(laws)
+    laws, speeds = laws + [default] * rest, speeds + [1.0] * rest
+    churns, slows = churns + [churn] * rest, slows + [slowdowns] * rest
     joins = {j.worker: j.at for j in block.joins}
     failures: dict[int, list[timing.Failure]] = {}
     for f in sorted(block.failures, key=lambda f: f.at):
         failures.setdefault(f.worker, []).append(timing.Failure(f.at, f.restart_after))
+    available = block.availability.intervals() if block.availability else {}
     return tuple(
         timing.WorkerSpec(
             compute=laws[w],
             speed=speeds[w],
             join_at=joins.get(w, 0.0),
             failures=tuple(failures.get(w, ())),
+            churn=churns[w],
+            availability=tuple(available.get(w, ())),
+            slowdowns=slows[w],
         )
         for w in range(block.count)
     )

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
 
 from ._block import Block
+from ._churn_blocks import AvailabilityBlock, ChurnBlock, SlowdownsBlock
 from ._dist_blocks import Dist
+from ._protocol_blocks import Protocol, named
 
 
 class WorkerGroup(Block):
-    """`count` workers (taken in index order) with their own compute law and/or speed factor."""
+    """`count` workers (taken in index order) with their own compute law and/or speed factor,
+    and optionally their own churn and slowdowns (instead of the workers' ones)."""
 
     count: PositiveInt
     compute: Dist | None = None
     speed: PositiveFloat = 1.0
+    churn: ChurnBlock | None = None
+    slowdowns: SlowdownsBlock | None = None
 
 
 class FailureBlock(Block):
@@ -35,6 +40,9 @@ class WorkersBlock(Block):
     groups: list[WorkerGroup] = []
     failures: list[FailureBlock] = []
     joins: list[JoinBlock] = []
+    churn: ChurnBlock | None = None
+    availability: AvailabilityBlock | None = None
+    slowdowns: SlowdownsBlock | None = None
     # Real backends only: each commit's compute lasts at least the time the timing model
     # draws for it (the worker sleeps the rest), so one machine can follow the scenario.
     emulate_latency: bool = False
@@ -54,6 +62,13 @@ class WorkersBlock(Block):
         joined = [j.worker for j in self.joins]
         if len(set(joined)) != len(joined):
             raise ValueError("joins: a worker may join only once")
+        if self.availability is not None:
+            outside = [w for w in self.availability.intervals() if w >= self.count]
+            if outside:
+                raise ValueError(
+                    f"availability: {self.availability.file!r} names worker {min(outside)}, "
+                    f"which does not exist (workers are 0..{self.count - 1})"
+                )
         return self
 
 
@@ -63,11 +78,29 @@ class NetworkBlock(Block):
     pull: Dist | None = None
     push: Dist | None = None
     bandwidth_bytes_per_s: PositiveFloat | None = None
+    # Pushes and pulls queue on the server's link (full duplex) instead of each worker's own.
+    shared_link: bool = False
+
+    @model_validator(mode="after")
+    def _link_has_a_speed(self):
+        if self.shared_link and self.bandwidth_bytes_per_s is None:
+            raise ValueError("shared_link: true needs bandwidth_bytes_per_s (the link's speed)")
+        return self
 
 
 class ServerBlock(Block):
+    """Service time, discipline and protocol (left out: async, or sync for the sync rule)."""
+
     service: Dist | None = None
     discipline: Literal["fifo", "random"] = "fifo"
+    protocol: Protocol | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "protocol" in data:
+            data = {**data, "protocol": named(data["protocol"])}
+        return data
 
 
 class BudgetBlock(Block):

@@ -112,7 +112,12 @@ def _check_buildable(scenario: Scenario, source: str) -> None:
     before its worker joins). Rules are built, and checked, before a run starts: building
     one here would load JAX into `gemsim trace`, which needs none."""
     from ._build import build_cluster
+    from ._protocol_blocks import check_protocol
 
+    try:
+        check_protocol(scenario)
+    except ValueError as exc:
+        raise ScenarioError(source, [str(exc)]) from None
     try:
         build_cluster(scenario, sizes=(1, 0))
     except ValueError as exc:

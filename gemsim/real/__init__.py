@@ -9,6 +9,9 @@ the same parameters.
 
 from __future__ import annotations
 
+from gemsim import timing
+from gemsim._checks import UserError
+
 from ._job import RealJob as RealJob
 from ._job import RealRun as RealRun
 from ._process import run_process as run_process
@@ -19,6 +22,13 @@ BACKENDS = ("process", "ray")
 
 def run_backend(name: str, job: RealJob, *, progress=None, address: str | None = None) -> RealRun:
     """Run the job on the named backend; `address` (ray only) joins an existing cluster."""
+    if not isinstance(job.spec.protocol, timing.Async):
+        raise UserError(
+            job.name,
+            f"server.protocol: the real backends run the async protocol only, got "
+            f"{job.spec.protocol.name!r}; set server.protocol: async (the sync rule then "
+            f"applies each commit as its own round)",
+        )
     if name == "process":
         if address is not None:
             raise ValueError("--address is for the ray backend; the process backend is local")

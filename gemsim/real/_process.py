@@ -7,20 +7,25 @@ The server serves the works that have arrived in the order they arrived (FIFO by
 workers' send timestamps, on the system-wide monotonic clock), one at a time, so every
 commit is atomic. Parameters travel through shared memory (gemsim/real/shared.py).
 
-Scheduled failures kill the worker (SIGKILL) at their time and, when asked, start a new
-process after `restart_after` seconds plus its start-up (import, compile): the restarted
-worker pulls the central variable of that moment. A worker that dies by itself is seen at
-once (its pipe closes) and recorded; the run goes on with the others. Whatever happens,
+A worker's scheduled downs (failures, churn, an availability trace: `timing.life_events`)
+kill it (SIGKILL) at their time and, when it is to come back, start a new process at once,
+which starts up (import, compile) while the worker is down and goes on when the down
+interval ends (or when it is ready, if later): the restarted worker pulls the central
+variable of that moment. With `emulate_latency` each worker's compute lasts what
+the timing model draws for it, stretched by its slowdowns (`timing.EmulatedCompute`). A
+worker that dies by itself is seen at once (its pipe closes) and recorded; the run goes on
+with the others. Whatever happens,
 every worker process is stopped and the shared memory released before this returns.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -81,8 +86,9 @@ class ProcessBackend:
             )
             self.rows.array[:] = self.book.rows
             stack.callback(self._stop_all)
-            for w in range(job.n_workers):
-                self._spawn(w)
+            for w, ever in enumerate(timing.ever_up(job.spec, job.seed)):
+                if ever:  # a worker an availability trace holds down for good never starts
+                    self._spawn(w)
             compiled.warm_up()
             self._await_startup()
             self._t0 = time.monotonic()
@@ -151,57 +157,58 @@ class ProcessBackend:
         return time.monotonic() - self._t0
 
     def _loop(self) -> None:
-        schedule = self._schedule()
+        lives = self._schedule()
+        upcoming = next(lives, None)
         while True:
             now = self._clock()
-            while schedule and schedule[0][0] <= now:
-                _, _, action, w = heapq.heappop(schedule)
-                self._scheduled(action, w, schedule)
+            while upcoming is not None and upcoming.time <= now:
+                self._scheduled(upcoming)
+                upcoming = next(lives, None)
             for w, x in self._workers.items():
-                if x.state == "ready" and self._started(w, schedule):
+                if x.state == "ready" and w in self._joined and w not in self._down:
                     self._go(w, pull=True)  # a restarted worker, or one that joins late
-            if self.book.done(now) or self._finished(schedule):
+            if self.book.done(now) or self._finished():
                 return
             self._check_stalls(now)
-            wake = schedule[0][0] - now if schedule else 0.5
+            wake = upcoming.time - now if upcoming is not None else 0.5
             self._receive(timeout=min(max(wake, 0.0), 0.5))
             self._serve_pending()
 
-    def _schedule(self) -> list[tuple[float, int, str, int]]:
-        """Joins, kills and restarts in time order (ties: in listing order)."""
-        items = []
-        for w, spec in enumerate(self.job.spec.workers):
-            items.append((spec.join_at, len(items), "join", w))
-            for f in spec.failures:
-                items.append((f.at, len(items), "kill", w))
-                if f.restart_after is not None:
-                    items.append((f.at + f.restart_after, len(items), "restart", w))
-        heapq.heapify(items)
-        return items
+    def _schedule(self) -> Iterator[timing.LifeEvent]:
+        """Joins, kills and restarts in time order (ties by worker): each worker's late join,
+        failures, churn and availability intervals, drawn as the run goes."""
+        spec = self.job.spec
+        until = spec.budget.seconds if isinstance(spec.budget, timing.SecondsBudget) else math.inf
+        self._joined: set[int] = set()
+        self._down: set[int] = set()  # restarted processes that wait for their time
+        return timing.life_events(spec, self.job.seed, until=until)
 
-    def _started(self, w: int, schedule) -> bool:
-        """Whether worker w's join time has come (a ready worker waits for it)."""
-        return not any(action == "join" and v == w for _, _, action, v in schedule)
-
-    def _scheduled(self, action: str, w: int, schedule) -> None:
+    def _scheduled(self, event: timing.LifeEvent) -> None:
+        w, kind, now = event.worker, event.kind, self._clock()
         x = self._workers[w]
-        if action == "join":
-            late = self.job.spec.workers[w].join_at > 0
+        if kind == "join":
+            self._joined.add(w)
+            late = event.time > 0
             if late:
-                self.book.events.append(WorkerEvent(self._clock(), w, "joined"))
+                self.book.events.append(WorkerEvent(now, w, "joined"))
             if x.state == "ready":
                 self._go(w, pull=late)
-        elif action == "kill":
+        elif kind in ("down", "gone"):
             if x.state != "dead":
-                self._kill(w, "killed", "scheduled failure")
-        elif action == "restart":
-            self._spawn(w)
-            self._restarting.add(w)
+                self._kill(w, "killed", "scheduled down")
+            if kind == "down" and self.book.wants_more(w, now):  # a spent worker stays down
+                # The new process starts up while the worker is down, to go on at its end.
+                self._spawn(w)
+                self._restarting.add(w)
+                self._down.add(w)
+        elif kind == "up":
+            self._down.discard(w)
 
-    def _finished(self, schedule) -> bool:
-        """No worker can commit any more and none is due to (re)start."""
+    def _finished(self) -> bool:
+        """No worker can commit any more and none is due to (re)start (a restart's process
+        is started when its worker goes down)."""
         busy = any(x.state in ("starting", "ready", "working") for x in self._workers.values())
-        return not busy and not self._pending and not schedule
+        return not busy and not self._pending
 
     def _go(self, w: int, *, pull: bool) -> None:
         x = self._workers[w]
@@ -210,7 +217,7 @@ class ProcessBackend:
         if w in self._restarting:
             self._restarting.discard(w)
             self.book.events.append(WorkerEvent(self._clock(), w, "restarted"))
-        if self._send(w, ("go", self.book.first_step(w))):
+        if self._send(w, ("go", self.book.first_step(w), self._t0)):
             x.state, x.since = "working", self._clock()
 
     def _send(self, w: int, message: tuple) -> bool:

@@ -8,7 +8,8 @@ commit queue and every commit is atomic. Rows and works travel through Ray's obj
 Clocks are wall clocks (`time.time`): on several machines they are only as close as NTP
 keeps them, which affects the recorded queue times, not the order of commits.
 
-A worker killed by a scheduled failure is replaced by a new actor after `restart_after`;
+A worker killed by a scheduled down (failures, churn, an availability trace:
+`timing.life_events`) is replaced by a new actor when the down interval ends;
 each (re)start is a new incarnation at the server, which ignores commits still in flight
 from an older one. An actor that dies by itself is recorded and the run goes on.
 """
@@ -19,6 +20,8 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+
+from gemsim import timing
 
 from ._compiled import Compiled
 from ._job import RealJob, RealRun
@@ -53,7 +56,8 @@ class _Server:
         if self.book.done(self.clock()):
             return None
         self.incarnation[w] += 1
-        return self.book.pull(w).copy(), self.book.first_step(w), int(self.incarnation[w])
+        row = self.book.pull(w).copy()
+        return row, self.book.first_step(w), int(self.incarnation[w]), self.t0
 
     def forget(self, w: int) -> None:
         """The worker was killed: commits still in flight from it are void."""
@@ -87,15 +91,14 @@ class _Worker:
     """A worker actor's class."""
 
     def __init__(self, w: int, job: RealJob):
-        from gemsim.timing._draws import worker_draws
+        from gemsim.timing import EmulatedCompute
 
         rule, problem = job.build()
         self.w, self.job, self.window = w, job, rule.window
         self.compiled = Compiled.of(rule, problem, job.n_workers)
         row = self.compiled.initial_rows()[w]
         self.compiled.gradient(row, w, 0)  # compile before the clock starts
-        self.draws = worker_draws(job.spec, job.seed, w).compute
-        self.drawn = 0
+        self.emulated = EmulatedCompute(job.spec, job.seed, w)
 
     def ready(self) -> bool:
         return True
@@ -106,17 +109,14 @@ class _Worker:
         start = ray.get(server.pull.remote(self.w))
         if start is None:
             return 0
-        row, first_step, incarnation = start
+        row, first_step, incarnation, t0 = start
         commits = 0
         while True:
             started = time.time()
             work = self.compiled.gradient(row, self.w, first_step)
             if self.job.emulate_latency:
-                while self.drawn < first_step // self.window:
-                    self.draws()
-                    self.drawn += 1
-                target = self.draws()
-                self.drawn += 1
+                # The timing model's draw, stretched by slowdowns at this moment of the run.
+                target = self.emulated(first_step // self.window, started - t0)
                 time.sleep(max(0.0, target - (time.time() - started)))
             compute = time.time() - started
             reply = ray.get(server.commit.remote(self.w, incarnation, work, compute, time.time()))
@@ -164,31 +164,41 @@ class _Driver:
         workers = {w: self.Worker.remote(w, job) for w in range(job.n_workers)}
         ray.get([a.ready.remote() for a in workers.values()] + [self.server.progress.remote()])
         t0 = ray.get(self.server.start_clock.remote())
-        schedule = self._schedule()
+        lives = self._schedule()
+        upcoming = next(lives, None)
         running = {}  # ObjectRef of a worker's run() -> worker id
         actors = dict(workers)
         killed_by_us: set[int] = set()
+        ever = timing.ever_up(job.spec, job.seed)
+        coming = {w for w in workers if ever[w]}  # workers due to (re)start
         while True:
             now = time.time() - t0
-            while schedule and schedule[0][0] <= now:
-                _, action, w = schedule.pop(0)
-                if action == "start":
+            while upcoming is not None and upcoming.time <= now:
+                w, kind = upcoming.worker, upcoming.kind
+                upcoming = next(lives, None)
+                if kind == "join":
+                    coming.discard(w)
                     running[actors[w].run.remote(self.server)] = w
-                elif action == "kill" and actors.get(w) is not None:
-                    ray.kill(actors[w])
-                    killed_by_us.add(w)
-                    self.server.forget.remote(w)
+                elif kind in ("down", "gone"):
+                    if actors.get(w) is not None:
+                        ray.kill(actors[w])
+                        killed_by_us.add(w)
+                        self.server.forget.remote(w)
+                        self.events.append(WorkerEvent(now, w, "killed", "scheduled down"))
                     actors[w] = None
-                    self.events.append(WorkerEvent(now, w, "killed", "scheduled failure"))
-                elif action == "restart":
-                    actors[w] = self.Worker.remote(w, job)
+                    if kind == "down" and not ray.get(self.server.done.remote()):
+                        # The new actor starts up while the worker is down.
+                        actors[w] = self.Worker.remote(w, job)
+                        coming.add(w)
+                elif kind == "up" and actors.get(w) is not None and w in coming:
+                    coming.discard(w)
                     ray.get(actors[w].ready.remote())
                     running[actors[w].run.remote(self.server)] = w
                     restarted = time.time() - t0
                     self.events.append(WorkerEvent(restarted, w, "restarted"))
             if self.progress is not None:
                 self.progress(ray.get(self.server.progress.remote()), self._total())
-            if not running and not schedule:
+            if not running and (not coming or ray.get(self.server.done.remote())):
                 break
             if running:
                 done, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
@@ -218,19 +228,14 @@ class _Driver:
             wall_seconds=time.perf_counter() - wall,
         )
 
-    def _schedule(self) -> list[tuple[float, str, int]]:
-        items = []
-        for w, spec in enumerate(self.job.spec.workers):
-            items.append((spec.join_at, "start", w))
-            for f in spec.failures:
-                items.append((f.at, "kill", w))
-                if f.restart_after is not None:
-                    items.append((f.at + f.restart_after, "restart", w))
-        return sorted(items, key=lambda item: item[0])
+    def _schedule(self):
+        """Each worker's join, downs and comings back (`timing.life_events`), lazily."""
+        spec = self.job.spec
+        budget = spec.budget
+        until = budget.seconds if isinstance(budget, timing.SecondsBudget) else float("inf")
+        return timing.life_events(spec, self.job.seed, until=until)
 
     def _total(self) -> int:
-        from gemsim import timing
-
         budget = self.job.spec.budget
         if isinstance(budget, timing.CommitBudget):
             return budget.commits

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from gemsim.timing._draws import worker_draws
+from gemsim.timing import EmulatedCompute
 
 from ._compiled import Compiled
 from ._job import RealJob
@@ -37,24 +37,19 @@ def _serve(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) ->
     outbox = SharedArray.attach(outbox_name, (n, compiled.work_size))
     try:
         compiled.gradient(np.array(rows.array[worker]), worker, 0)  # compile before `ready`
-        draws = worker_draws(job.spec, job.seed, worker).compute
-        drawn = 0
+        emulated = EmulatedCompute(job.spec, job.seed, worker)
         conn.send(("ready",))
         while True:
             message = conn.recv()
             if message[0] != "go":
                 return
-            first_step = message[1]
+            first_step, t0 = message[1], message[2]
             started = time.monotonic()
             work = compiled.gradient(np.array(rows.array[worker]), worker, first_step)
             if job.emulate_latency:
-                # The stream is the timing model's own: commit c of this worker draws value c
-                # (skipping the values of commits made before a restart).
-                while drawn < first_step // rule.window:
-                    draws()
-                    drawn += 1
-                target = draws()
-                drawn += 1
+                # The timing model's own draw for this commit, stretched by the worker's
+                # slowdowns at this moment of the run (t0: the run's start, same clock).
+                target = emulated(first_step // rule.window, started - t0)
                 time.sleep(max(0.0, target - (time.monotonic() - started)))
             compute = time.monotonic() - started
             outbox.array[worker] = work

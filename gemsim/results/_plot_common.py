@@ -227,11 +227,17 @@ def timing_key(manifest: dict[str, Any]) -> str:
 
 
 def is_exponential(manifest: dict[str, Any]) -> bool:
-    """Homogeneous exponential compute, no failures or late joins: the geometric law holds."""
-    workers = (manifest.get("config") or {}).get("workers") or {}
+    """Homogeneous exponential compute, no failures, late joins, churn or slowdowns, and the
+    async protocol: the geometric law holds."""
+    config = manifest.get("config") or {}
+    workers = config.get("workers") or {}
     compute = workers.get("compute") or {}
-    plain = not any(workers.get(k) for k in ("groups", "failures", "joins"))
-    return compute.get("dist") == "exponential" and plain
+    kinds = ("groups", "failures", "joins", "churn", "availability", "slowdowns")
+    plain = not any(workers.get(k) for k in kinds)
+    protocol = (config.get("server") or {}).get("protocol")
+    rule = (config.get("optimizer") or {}).get("rule")
+    asynchronous = protocol in ("async", {"name": "async"}) or (protocol is None and rule != "sync")
+    return compute.get("dist") == "exponential" and plain and asynchronous
 
 
 def compute_text(manifest: dict[str, Any]) -> str:

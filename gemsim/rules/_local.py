@@ -131,4 +131,5 @@ def local(
         window=window,
         init_acc=init_acc,
         local_step=local_step,
+        by_rounds=True,
     )

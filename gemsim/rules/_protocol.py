@@ -128,6 +128,10 @@ class Rule(NamedTuple):
         default: keep the gradient in ``acc``.
       on_pull: ``(ws, theta, server, fresh) -> ws`` at a pull that is not the worker's own
         commit; None: keep ``ws``, or reset it to ``init(theta)``'s row when ``fresh``.
+      by_rounds: the rule moves the central variable only at round ends
+        (``ctx.round_end``), so it follows any server protocol; False: it applies each commit
+        as it comes and follows only protocols whose rounds hold one commit (async, ssp,
+        k_sync/k_async with k = 1).
     """
 
     name: str
@@ -138,6 +142,7 @@ class Rule(NamedTuple):
     init_acc: Callable[[PyTree], PyTree] = zeros_acc
     local_step: Callable[..., tuple[PyTree, PyTree, PyTree]] = keep_gradient
     on_pull: Callable[..., PyTree] | None = None
+    by_rounds: bool = False
 
 
 def stateless(params: PyTree, n_workers: int) -> RuleState:

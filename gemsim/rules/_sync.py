@@ -79,4 +79,4 @@ def sync(lr: float, momentum: float = 0.9) -> _base.Rule:
         norm = jnp.where(last, _base.update_norm(update), jnp.float32(0))
         return new_theta, new_server, ws, _base.CommitInfo(norm, _base.unit_weight())
 
-    return _base.Rule(name="sync", init=init, commit=commit)
+    return _base.Rule(name="sync", init=init, commit=commit, by_rounds=True)

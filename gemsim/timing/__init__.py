@@ -6,6 +6,8 @@ Never imports JAX: a trace is produced from timing alone.
 from gemsim.trace import COLUMN_NAMES as COLUMN_NAMES
 from gemsim.trace import CommitTrace as CommitTrace
 
+from ._churn import Churn as Churn
+from ._churn import Slowdowns as Slowdowns
 from ._cluster import Budget as Budget
 from ._cluster import ClusterSpec as ClusterSpec
 from ._cluster import CommitBudget as CommitBudget
@@ -32,7 +34,25 @@ from ._fit import batch_block as batch_block
 from ._fit import calibrate_trace as calibrate_trace
 from ._fit import fit_distribution as fit_distribution
 from ._fit import group_workers as group_workers
+from ._lives import Down as Down
+from ._lives import EmulatedCompute as EmulatedCompute
+from ._lives import LifeEvent as LifeEvent
+from ._lives import SlowdownClock as SlowdownClock
+from ._lives import down_intervals as down_intervals
+from ._lives import ever_up as ever_up
+from ._lives import life_events as life_events
+from ._outcome import Simulation as Simulation
+from ._outcome import WorkerReport as WorkerReport
+from ._server_protocols import PROTOCOL_TYPES as PROTOCOL_TYPES
+from ._server_protocols import Async as Async
+from ._server_protocols import KAsync as KAsync
+from ._server_protocols import KSync as KSync
+from ._server_protocols import ServerProtocol as ServerProtocol
+from ._server_protocols import Ssp as Ssp
+from ._server_protocols import Sync as Sync
+from ._server_protocols import one_commit_rounds as one_commit_rounds
 from ._simulate import simulate as simulate
+from ._simulate import simulate_run as simulate_run
 from ._stats import expected_worker_staleness as expected_worker_staleness
 from ._stats import format_histogram as format_histogram
 from ._stats import geometric_pmf as geometric_pmf

@@ -14,7 +14,9 @@ from typing import TypeAlias
 
 from gemsim._checks import check_instance, check_int, check_nonnegative, check_positive
 
+from ._churn import Churn, Slowdowns, check_intervals
 from ._distributions import DISTRIBUTION_TYPES, Distribution
+from ._server_protocols import PROTOCOL_TYPES, Async, KAsync, KSync, ServerProtocol, Sync
 
 MAX_COMMITS = 10**8
 """The most commits a simulated trace may hold."""
@@ -111,7 +113,8 @@ class Failure:
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """One worker: its compute law per mini-batch, speed factor, join time and crashes.
+    """One worker: its compute law per mini-batch, speed factor, join time, crashes, churn,
+    availability trace and slowdowns (see `gemsim.timing._churn`).
 
     Attributes:
         compute: seconds per mini-batch gradient at speed 1 (mean must be > 0).
@@ -120,12 +123,19 @@ class WorkerSpec:
             pull latency, a later join pulls the then-current version first.
         failures: crashes in increasing time, each strictly after ``join_at`` and
             after the previous restart; nothing may follow a permanent crash.
+        churn: alternating up and down periods, or None.
+        availability: down intervals ``(down_at, up_at)`` (``up_at`` may be ``inf``), sorted
+            by ``down_at``; they may overlap each other and the other sources of downtime.
+        slowdowns: transient slowdown episodes, or None.
     """
 
     compute: Distribution
     speed: float = 1.0
     join_at: float = 0.0
     failures: tuple[Failure, ...] = ()
+    churn: Churn | None = None
+    availability: tuple[tuple[float, float], ...] = ()
+    slowdowns: Slowdowns | None = None
 
     def __post_init__(self) -> None:
         _distribution("WorkerSpec", "compute", self.compute, optional=False)
@@ -137,6 +147,14 @@ class WorkerSpec:
         _set(self, "speed", _real("WorkerSpec", "speed", self.speed, positive=True))
         _set(self, "join_at", _real("WorkerSpec", "join_at", self.join_at, positive=False))
         _set(self, "failures", self._checked_failures())
+        check_instance("WorkerSpec.churn", self.churn, (Churn,), optional=True)
+        check_instance("WorkerSpec.slowdowns", self.slowdowns, (Slowdowns,), optional=True)
+        _set(self, "availability", check_intervals("WorkerSpec.availability", self.availability))
+
+    @property
+    def has_downtime(self) -> bool:
+        """Whether the worker can ever be down after it first comes up."""
+        return bool(self.failures or self.churn or self.availability)
 
     def _checked_failures(self) -> tuple[Failure, ...]:
         failures = self.failures
@@ -174,7 +192,12 @@ class ClusterSpec:
         service: time the server takes to apply one commit, or None for zero.
         discipline: order of service among waiting commits.
         window: mini-batches per commit (local steps of a rule with a window).
-        synchronous: barrier rounds for synchronous SGD instead of asynchronous commits.
+        protocol: the server protocol (`gemsim.timing.Async` by default).
+        synchronous: shorthand for ``protocol=Sync()``; after construction it says whether
+            the protocol is `Sync`.
+        shared_link: pushes and pulls queue on the server's network link (full duplex: pulls
+            on its send side, pushes on its receive side, ``model_bytes / bandwidth`` each)
+            instead of every worker having a link of its own; needs a bandwidth.
         budget: when to stop.
     """
 
@@ -187,7 +210,9 @@ class ClusterSpec:
     service: Distribution | None = None
     discipline: Discipline = Discipline.FIFO
     window: int = 1
+    protocol: ServerProtocol = Async()
     synchronous: bool = False
+    shared_link: bool = False
 
     def __post_init__(self) -> None:
         workers = self.workers
@@ -222,9 +247,32 @@ class ClusterSpec:
                 f"ClusterSpec.discipline must be one of {allowed}, got {self.discipline!r}"
             ) from None
         _set(self, "window", _integer("ClusterSpec", "window", self.window, minimum=1))
+        self._check_protocol()
+        if not isinstance(self.shared_link, bool):
+            raise ValueError(f"ClusterSpec.shared_link must be a bool, got {self.shared_link!r}")
+        if self.shared_link and self.bandwidth_bytes_per_s is None:
+            raise ValueError(
+                "ClusterSpec.shared_link needs bandwidth_bytes_per_s (the link's speed), got None"
+            )
+        self._check_size()
+
+    def _check_protocol(self) -> None:
+        check_instance("ClusterSpec.protocol", self.protocol, PROTOCOL_TYPES)
         if not isinstance(self.synchronous, bool):
             raise ValueError(f"ClusterSpec.synchronous must be a bool, got {self.synchronous!r}")
-        self._check_size()
+        if self.synchronous:
+            if not isinstance(self.protocol, Async | Sync):
+                raise ValueError(
+                    f"ClusterSpec.synchronous=True means protocol=Sync(), but protocol is "
+                    f"{self.protocol!r}; give one of them"
+                )
+            _set(self, "protocol", Sync())
+        _set(self, "synchronous", isinstance(self.protocol, Sync))
+        if isinstance(self.protocol, KSync | KAsync) and self.protocol.k > self.n_workers:
+            raise ValueError(
+                f"ClusterSpec.protocol {self.protocol!r}: k must be <= the number of workers "
+                f"({self.n_workers})"
+            )
 
     def _check_size(self) -> None:
         """Refuse budgets whose trace could not be held in memory (about 64 bytes a commit,

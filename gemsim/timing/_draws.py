@@ -4,7 +4,9 @@ Every stream is a ``numpy.random.Generator`` seeded from its own
 ``numpy.random.SeedSequence`` child:
 
 - worker ``w``: ``SeedSequence(seed, spawn_key=(0, w))`` with children 0 = compute,
-  1 = push, 2 = pull;
+  1 = push, 2 = pull, 3 = churn up periods, 4 = churn down periods, 5 = the normal periods
+  between slowdowns, 6 = slowdown factors, 7 = slowdown durations (new kinds of draws are
+  new children, so that existing streams never shift);
 - the server: ``SeedSequence(seed, spawn_key=(1,))`` with children 0 = service,
   1 = the uniform picks of the RANDOM discipline.
 
@@ -35,6 +37,8 @@ MAX_BLOCK = 8192
 WORKER_KEY = 0
 SERVER_KEY = 1
 COMPUTE, PUSH, PULL = 0, 1, 2
+CHURN_UP, CHURN_DOWN = 3, 4
+SLOW_EVERY, SLOW_FACTOR, SLOW_DURATION = 5, 6, 7
 SERVICE, DISCIPLINE = 0, 1
 
 
@@ -100,7 +104,8 @@ class WorkerDraws(NamedTuple):
 def worker_draws(spec: ClusterSpec, seed: int, worker: int) -> WorkerDraws:
     """Build worker ``worker``'s streams; they depend on its own spec and seed only."""
     ws = spec.workers[worker]
-    transfer = spec.transfer_seconds
+    # Over a shared link the transfer is the link's (`_link.py`), not part of the latency.
+    transfer = 0.0 if spec.shared_link else spec.transfer_seconds
     return WorkerDraws(
         compute=draw_stream(
             ws.compute,

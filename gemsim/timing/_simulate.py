@@ -10,7 +10,11 @@ from simpy.core import StopSimulation
 from gemsim.trace import CommitTrace
 
 from ._cluster import ClusterSpec
-from ._processes import failure_process, server_process, worker_process
+from ._link import SharedLink
+from ._lives import down_intervals
+from ._outcome import Simulation, worker_report
+from ._processes import server_process, worker_process
+from ._protocol_runs import protocol_run
 from ._state import SimState
 
 
@@ -23,30 +27,41 @@ def simulate(spec: ClusterSpec, seed: int) -> CommitTrace:
     `gemsim.timing._processes`.
 
     Args:
-        spec: the cluster, its network, server and budget.
+        spec: the cluster, its network, server, protocol and budget.
         seed: non-negative integer seed of the run.
 
     Returns:
         The commits in order. With a CommitBudget it has exactly ``commits`` rows unless
-        every worker crashed for good before; ``duration`` is the time of the last
+        every worker is gone for good before; ``duration`` is the time of the last
         commit, or the horizon of a SecondsBudget.
 
     Raises:
         ValueError: if ``spec`` is not a ClusterSpec or ``seed`` is not an integer >= 0.
     """
+    return simulate_run(spec, seed).trace
+
+
+def simulate_run(spec: ClusterSpec, seed: int) -> Simulation:
+    """`simulate`, with the per-worker report (availability, waits, lost and cancelled work)
+    beside the trace."""
     if not isinstance(spec, ClusterSpec):
         raise ValueError(f"simulate() needs a ClusterSpec, got {type(spec).__name__}")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    seed = int(seed)
     env = simpy.Environment()
-    state = SimState(env, spec, int(seed))
-    server = env.process(server_process(env, state))
+    state = SimState(env, spec, seed)
+    protocol = protocol_run(state, spec.protocol)
+    if spec.shared_link:
+        SharedLink(state).install()
+    server = env.process(server_process(env, state, protocol))
     # The run ends when the server returns (budget spent) or, with a StepsBudget or
     # when every worker is gone, when no event is left.
     server.callbacks.append(StopSimulation.callback)
-    workers = [env.process(worker_process(env, state, w)) for w in range(spec.n_workers)]
-    for worker, worker_spec in zip(workers, spec.workers, strict=True):
-        if worker_spec.failures:
-            env.process(failure_process(env, worker, worker_spec.failures))
+    for w, worker in enumerate(spec.workers):
+        downs = down_intervals(worker, seed, w, until=state.horizon)
+        env.process(worker_process(env, state, protocol, w, downs))
     env.run()
-    return state.to_trace()
+    duration = state.duration()
+    protocol.finish(duration)
+    return Simulation(state.to_trace(), worker_report(state, duration))

@@ -1,15 +1,19 @@
 """Mutable state shared by the processes of one simulation run.
 
 A `SimState` lives inside one `simulate` call: the parameter server's queue, version
-counter and gradient in service, each worker's phase and in-flight gradient, the
-synchronous round, and the trace columns being recorded. The processes in
-`processes.py` drive it; nothing outside the run ever sees it.
+counter and gradient in service, each worker's phase and in-flight gradient, the trace
+columns being recorded and what the report counts (time waiting, work lost or cancelled).
+The processes in `_processes.py` and the protocol in `_protocol_runs.py` drive it; nothing
+outside the run ever sees it.
 
-Speed matters here (docs/design.md §9), so a commit costs two SimPy events: the
-worker's arrival at the PS and the end of its service. That is possible because the
-time of a worker's next arrival is known the moment its pull starts (pull, compute and
-push follow each other with nothing observable in between), and the end of a service
-is known the moment it starts. Both are `Signal` events armed with a delay.
+Speed matters here (docs/design.md §9), so a commit costs two SimPy events: the worker's
+arrival at the PS and the end of its service. That is possible because the time of a
+worker's next arrival is known the moment its pull starts (pull, compute and push follow
+each other with nothing observable in between), and the end of a service is known the
+moment it starts. An arrival is an `Arrival` event scheduled when the cycle starts; a
+cycle that is abandoned (a crash, a cancelled k_sync straggler) is not unscheduled: its
+arrival fires later and is ignored, because the worker no longer waits on it. A shared PS
+link (`_link.py`) adds one event per commit: the push reaching the server's link.
 """
 
 from __future__ import annotations
@@ -28,13 +32,13 @@ from gemsim.trace import CommitTrace
 
 from ._cluster import ClusterSpec, CommitBudget, Discipline, SecondsBudget, StepsBudget
 from ._draws import Draw, WorkerDraws, service_draw, uniform_draw, worker_draws
+from ._lives import SlowdownClock
+from ._server_protocols import KSync
 
 # Phases of a worker. Its gradient is "in flight" in CYCLE (pull, compute, push) and
-# QUEUED; once SERVING it will be committed even if the worker crashes.
-OFF, CYCLE, QUEUED, SERVING, READY, DONE = range(6)
-
-STOP = True
-"""Value of the event that tells a worker its budget is spent."""
+# QUEUED; once SERVING it will be committed even if the worker crashes. READY: waiting for
+# a barrier round to start; WAITING: held by the protocol (an SSP block, a k_async round).
+OFF, CYCLE, QUEUED, SERVING, READY, WAITING, DONE = range(7)
 
 _UNLIMITED = sys.maxsize
 
@@ -57,6 +61,18 @@ class Signal(Event):
         return self
 
 
+class Arrival(Event):
+    """Worker ``value``'s work reaching a stage ``delay`` seconds from now; ``callback`` runs
+    then (a `simpy.Timeout` with its one callback, built in one step)."""
+
+    def __init__(self, env: simpy.Environment, delay: float, value: int, callback) -> None:
+        self.env = env
+        self.callbacks = [callback]
+        self._value = value
+        self._ok = True
+        env.schedule(self, NORMAL, delay)
+
+
 class SimState:
     """Everything one run mutates; built by `simulate`, driven by the processes."""
 
@@ -64,7 +80,6 @@ class SimState:
         n = spec.n_workers
         self.env = env
         self.spec = spec
-        self.synchronous = spec.synchronous
         self.draws: list[WorkerDraws] = [worker_draws(spec, seed, w) for w in range(n)]
         self.service: Draw | None = service_draw(spec, seed)
         budget = spec.budget
@@ -80,12 +95,24 @@ class SimState:
         # (worker, start, pulled_version, compute_time, queue_time, service_time, fresh)
         self.in_service: tuple[int, float, int, float, float, float, bool] | None = None
         self.phase = [OFF] * n
-        self.waits: list[Signal | None] = [None] * n  # what each worker waits on
+        self.waits: list[Event | None] = [None] * n  # the arrival each worker's cycle awaits
         self.pulled = [0] * n  # version the in-flight gradient is computed on
         self.computed = [0.0] * n  # compute time of the in-flight gradient
+        self.compute_from = [0.0] * n  # when its compute started (for lost work)
         self.arrived = [0.0] * n  # arrival time of the gradient at the PS
-        self.needs_pull = [False] * n  # synchronous mode: next cycle starts with a pull
         self.new_life = [False] * n  # the worker's next commit is the first of its life
+        self.slow = [
+            SlowdownClock(ws, seed, w) if ws.slowdowns is not None else None
+            for w, ws in enumerate(spec.workers)
+        ]
+        # The plain cycle is the fastest; work that can be lost or cancelled needs to know
+        # when its compute started.
+        tracked = (
+            any(s is not None for s in self.slow)
+            or any(ws.has_downtime for ws in spec.workers)
+            or isinstance(spec.protocol, KSync)
+        )
+        self.cycle: Callable[[int, bool], float] = self._tracked_cycle if tracked else self._cycle
         self.queue: deque[int] | list[int]
         self.pick: Callable[[], int]
         if spec.discipline is Discipline.FIFO:
@@ -94,9 +121,8 @@ class SimState:
         else:
             self.queue = []
             self.pick = _random_pick(self.queue, uniform_draw(seed))
-        self.outstanding = 0  # synchronous: gradients of this round not committed or lost
-        self.round_pending = False
-        self.round_commits = 0  # synchronous: commits recorded in the current round
+        self.on_arrival = self._on_arrival  # a protocol may hook arrivals (k_sync)
+        self.arm: Callable[[int, bool], None] = self._arm
         # Trace columns (commit index and staleness are derived at the end).
         self.times: list[float] = []
         self.workers: list[int] = []
@@ -106,10 +132,18 @@ class SimState:
         self.service_times: list[float] = []
         self.fresh: list[bool] = []
         self.round_end: list[bool] = []
+        # What the report counts per worker (see `_outcome.py`).
+        self.waited = [0.0] * n
+        self.wait_since = [0.0] * n
+        self.lost = [0] * n
+        self.lost_compute = [0.0] * n
+        self.cancelled = [0] * n
+        self.cancelled_compute = [0.0] * n
+        self.downs: list[list[tuple[float, float]]] = [[] for _ in range(n)]
 
     # -- worker side -------------------------------------------------------------------
 
-    def cycle(self, w: int, pull: bool) -> float:
+    def _cycle(self, w: int, pull: bool) -> float:
         """Draw worker ``w``'s next (pull,) compute and push; return their total time."""
         compute, push, pull_draw = self.draws[w]
         c = compute()
@@ -118,31 +152,34 @@ class SimState:
             return pull_draw() + c + push()
         return c + push()
 
-    def start(self, w: int, pull: bool) -> Signal:
-        """Worker ``w`` starts a life; returns the event of its first arrival at the PS.
+    def _tracked_cycle(self, w: int, pull: bool) -> float:
+        """`_cycle` that also notes when the compute starts and stretches it by slowdowns."""
+        compute, push, pull_draw = self.draws[w]
+        p = pull_draw() if pull else 0.0
+        c = compute()
+        start = self.env.now + p
+        slow = self.slow[w]
+        if slow is not None:
+            c = slow.stretch(start, c)
+        self.computed[w] = c
+        self.compute_from[w] = start
+        return p + c + push()
 
-        Asynchronous: it pulls the current version now. Synchronous: it waits for the next
-        round, which arms the event with the version current then.
-        """
-        signal = self.waits[w] = Signal(self.env)
-        self.new_life[w] = True
-        if not self.synchronous:
-            self.pulled[w] = self.version
-            self.phase[w] = CYCLE
-            return signal.succeed_after(self.cycle(w, pull))
-        self.phase[w] = READY
-        self.needs_pull[w] = pull
-        if self.outstanding == 0 and not self.round_pending:
-            self._schedule_round()
-        return signal
+    def _arm(self, w: int, pull: bool) -> None:
+        """Worker ``w`` starts a cycle on the current version (pulling it when ``pull``)."""
+        self.phase[w] = CYCLE
+        self.pulled[w] = self.version
+        self.waits[w] = Arrival(self.env, self.cycle(w, pull), w, self.on_arrival)
 
-    def arrive(self, w: int) -> Signal:
-        """Worker ``w``'s gradient reaches the PS; returns the event of its next arrival.
+    def _on_arrival(self, event: Event) -> None:
+        w = event._value
+        if self.waits[w] is event:  # else the cycle was abandoned (crash, cancel)
+            self.arrive(w)
 
-        That event carries `STOP` instead when the worker's budget is spent.
-        """
+    def arrive(self, w: int) -> None:
+        """Worker ``w``'s gradient reaches the PS: it queues, or an idle server takes it."""
         self.arrived[w] = self.env.now
-        signal = self.waits[w] = Signal(self.env)
+        self.waits[w] = None
         idle = self.idle
         if idle is None:
             self.phase[w] = QUEUED
@@ -150,17 +187,44 @@ class SimState:
         else:  # an idle server takes the gradient at once and wakes when it is served
             self.idle = None
             idle.succeed_after(self.begin_service(w))
-        return signal
 
-    def crash(self, w: int) -> None:
-        """Worker ``w`` crashes: an in-flight gradient not yet in service is lost."""
+    def start_life(self, w: int) -> None:
+        """Worker ``w`` comes up: its next commit is the first of a life."""
+        self.new_life[w] = True
+
+    def crash(self, w: int) -> int:
+        """Worker ``w`` goes down: an in-flight gradient not yet in service is lost (and
+        counted); returns the phase it was in."""
         phase = self.phase[w]
+        now = self.env.now
+        if phase in (CYCLE, QUEUED) and now <= self.horizon:
+            self.lost[w] += 1
+            self.lost_compute[w] += self.compute_done(w, now)
+        elif phase in (READY, WAITING):
+            self.end_wait(w)
         self.phase[w] = OFF
         self.waits[w] = None
         if phase == QUEUED:
             self.queue.remove(w)
-        if self.synchronous and phase in (CYCLE, QUEUED):
-            self._round_member_done()
+        return phase
+
+    def compute_done(self, w: int, now: float) -> float:
+        """Seconds of its in-flight gradient's compute worker ``w`` had done by ``now``."""
+        if self.phase[w] == QUEUED:
+            return self.computed[w]
+        return min(self.computed[w], max(0.0, now - self.compute_from[w]))
+
+    def begin_wait(self, w: int, phase: int) -> None:
+        """Worker ``w`` waits on the protocol (``phase`` READY or WAITING) from now."""
+        self.phase[w] = phase
+        self.wait_since[w] = self.env.now
+
+    def end_wait(self, w: int, until: float | None = None) -> None:
+        """Worker ``w`` stops waiting now (or at ``until``); the time counts up to the
+        horizon."""
+        end = min(self.env.now if until is None else until, self.horizon)
+        if end > self.wait_since[w]:
+            self.waited[w] += end - self.wait_since[w]
 
     def has_quota(self, w: int) -> bool:
         """Whether worker ``w`` may still start a commit (StepsBudget)."""
@@ -194,63 +258,19 @@ class SimState:
         )
         return s
 
-    def after_commit(self, w: int, version: int) -> None:
-        """Worker ``w``'s live gradient was committed as ``version``: it pulls it at once."""
-        if self.quota[w] == 0:
-            self.phase[w] = DONE
-            self.waits[w].succeed(STOP)
-            return
-        self.phase[w] = CYCLE
-        self.pulled[w] = version
-        self.waits[w].succeed_after(self.cycle(w, True))
-
-    def after_round_commit(self, w: int, live: bool) -> None:
-        """Synchronous mode: worker ``w`` committed; it waits for the barrier."""
-        if live:
-            if self.quota[w] == 0:
-                self.phase[w] = DONE
-                self.waits[w].succeed(STOP)
-            else:
-                self.phase[w] = READY
-                self.needs_pull[w] = True
-        self._round_member_done()
-
-    # -- synchronous rounds ------------------------------------------------------------
-
-    def _round_member_done(self) -> None:
-        self.outstanding -= 1
-        if self.outstanding == 0:
-            if self.round_commits:  # the round's last commit closes it (a crash may end it)
-                self.round_end[-1] = True
-            self._schedule_round()
-
-    def _schedule_round(self) -> None:
-        # A zero delay lets every worker that becomes ready at this instant join the round.
-        self.round_pending = True
-        self.env.timeout(0).callbacks.append(self._start_round)
-
-    def _start_round(self, _event: Event) -> None:
-        self.round_pending = False
-        self.round_commits = 0
-        version = self.version
-        members = [w for w, phase in enumerate(self.phase) if phase == READY]
-        for w in members:
-            self.pulled[w] = version
-            self.phase[w] = CYCLE
-            self.waits[w].succeed_after(self.cycle(w, self.needs_pull[w]))
-        self.outstanding = len(members)
-
     # -- result ------------------------------------------------------------------------
+
+    def duration(self) -> float:
+        """The horizon of a SecondsBudget, else the time of the last commit."""
+        if math.isfinite(self.horizon):
+            return self.horizon
+        return self.times[-1] if self.times else 0.0
 
     def to_trace(self) -> CommitTrace:
         """The recorded commits as a validated `CommitTrace`."""
         times = np.asarray(self.times, dtype=np.float64)
         service = np.asarray(self.service_times, dtype=np.float64)
         busy = math.fsum(service) + self.partial_busy
-        if math.isfinite(self.horizon):
-            duration = self.horizon
-        else:
-            duration = float(times[-1]) if len(times) else 0.0
         return CommitTrace.from_columns(
             time=times,
             worker=np.asarray(self.workers, dtype=np.int64),
@@ -259,7 +279,7 @@ class SimState:
             queue_time=np.asarray(self.queue_times, dtype=np.float64),
             service_time=service,
             n_workers=self.spec.n_workers,
-            duration=duration,
+            duration=self.duration(),
             busy_time=busy,
             fresh=np.asarray(self.fresh, dtype=bool),
             round_end=np.asarray(self.round_end, dtype=bool),

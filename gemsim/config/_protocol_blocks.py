@@ -1,0 +1,130 @@
+"""`server.protocol:` — the server protocol, a block tagged on `name` (a bare name as shorthand).
+
+`{name: async}` (the default), `{name: sync}`, `{name: ssp, bound: 2}` (`bound: inf` is
+unbounded), `{name: k_sync, k: 4}`, `{name: k_async, k: 4}`. Left out, the protocol is
+`async`, or `sync` for the `sync` rule (its rounds are barriers unless a protocol is given).
+
+Which rules accept which protocols: a rule that applies each commit as it comes (gem,
+downpour, staleness, softsync, agn, easgd, dcasgd, and a rule by import path whose `Rule`
+leaves `by_rounds` False) needs rounds of one commit: `async`, `ssp`, or `k_sync`/`k_async`
+with `k: 1`. A rule that updates by rounds (`sync`, `local`, or `by_rounds` True) accepts
+every protocol; under `async` and `ssp` each commit is its own round.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import Field, PositiveInt, field_validator
+
+from gemsim import timing
+
+from ._block import Block
+
+if TYPE_CHECKING:
+    from ._scenario import Scenario
+
+ROUND_RULES = frozenset({"sync", "local"})
+"""The built-in rules that update by rounds (their `Rule.by_rounds` is True)."""
+
+
+class AsyncProtocol(Block):
+    name: Literal["async"]
+
+    def build(self) -> timing.ServerProtocol:
+        return timing.Async()
+
+
+class SyncProtocol(Block):
+    name: Literal["sync"]
+
+    def build(self) -> timing.ServerProtocol:
+        return timing.Sync()
+
+
+class SspProtocol(Block):
+    """Stale synchronous parallel: `bound` commits of lead at most (an integer, or `inf`)."""
+
+    name: Literal["ssp"]
+    bound: Annotated[int, Field(ge=0)] | Literal["inf"]
+
+    @field_validator("bound", mode="before")
+    @classmethod
+    def _infinite(cls, value: Any) -> Any:
+        if isinstance(value, float) and math.isinf(value) and value > 0:
+            return "inf"  # YAML's .inf; kept as the string so that configs stay plain JSON
+        return value
+
+    def build(self) -> timing.ServerProtocol:
+        return timing.Ssp(math.inf if self.bound == "inf" else self.bound)
+
+
+class KSyncProtocol(Block):
+    name: Literal["k_sync"]
+    k: PositiveInt
+
+    def build(self) -> timing.ServerProtocol:
+        return timing.KSync(self.k)
+
+
+class KAsyncProtocol(Block):
+    name: Literal["k_async"]
+    k: PositiveInt
+
+    def build(self) -> timing.ServerProtocol:
+        return timing.KAsync(self.k)
+
+
+Protocol = Annotated[
+    AsyncProtocol | SyncProtocol | SspProtocol | KSyncProtocol | KAsyncProtocol,
+    Field(discriminator="name"),
+]
+
+
+def named(value: Any) -> Any:
+    """`protocol: ssp` is shorthand for `protocol: {name: ssp}`."""
+    return {"name": value} if isinstance(value, str) else value
+
+
+def resolve_protocol(scenario: Scenario) -> timing.ServerProtocol:
+    """The scenario's protocol: the one given, else `sync` for the sync rule, else `async`."""
+    block = scenario.server.protocol
+    if block is not None:
+        return block.build()
+    rule = getattr(scenario.optimizer, "rule", None)
+    return timing.Sync() if rule == "sync" else timing.Async()
+
+
+def check_protocol(scenario: Scenario) -> None:
+    """Refuse a protocol the rule cannot follow, or a `k` larger than the cluster.
+
+    Raises:
+        ValueError: naming the field, the value and what is allowed.
+    """
+    protocol = resolve_protocol(scenario)
+    count = scenario.workers.count
+    if isinstance(protocol, timing.KSync | timing.KAsync) and protocol.k > count:
+        raise ValueError(f"server.protocol.k: must be <= workers.count ({count}), got {protocol.k}")
+    optimizer = scenario.optimizer
+    if optimizer is None or timing.one_commit_rounds(protocol) or _by_rounds(optimizer):
+        return
+    given = "" if scenario.server.protocol is not None else " (the default for this rule)"
+    raise ValueError(
+        f"server.protocol: rule {_rule_name(optimizer)!r} applies each commit as it comes and "
+        f"cannot follow {protocol.name!r}{given}, whose rounds hold several commits; allowed: "
+        f"async, ssp, or k_sync/k_async with k: 1 (rules that update by rounds, such as "
+        f"{', '.join(sorted(ROUND_RULES))}, accept every protocol)"
+    )
+
+
+def _by_rounds(optimizer: Any) -> bool:
+    rule = optimizer.rule
+    if isinstance(rule, str):
+        return rule in ROUND_RULES
+    return bool(optimizer.build().by_rounds)  # a rule by import path says it itself
+
+
+def _rule_name(optimizer: Any) -> str:
+    rule = optimizer.rule
+    return rule if isinstance(rule, str) else rule.target

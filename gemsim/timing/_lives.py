@@ -1,0 +1,211 @@
+"""A worker's lives and speed over time: its down intervals, and its slowdown episodes.
+
+Both are functions of the scenario seed and the worker's own spec alone (never of the
+commits), so the simulator and a real backend that follows the scenario see the same ones:
+`down_intervals` is what `gemsim.timing.simulate` crashes and restarts workers on and what
+the process backend kills and restarts processes on; `SlowdownClock` stretches the compute
+times of both.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from ._cluster import ClusterSpec, WorkerSpec
+from ._draws import (
+    CHURN_DOWN,
+    CHURN_UP,
+    SLOW_DURATION,
+    SLOW_EVERY,
+    SLOW_FACTOR,
+    WORKER_KEY,
+    Draw,
+    draw_stream,
+    seed_sequence,
+    worker_draws,
+)
+
+
+class Down(NamedTuple):
+    """A down interval: from ``start`` for ``length`` seconds (``inf``: gone for good).
+
+    ``length`` is kept as given (a failure's ``restart_after``) rather than recomputed from
+    an end time, so that the restart happens exactly ``length`` after the crash.
+    """
+
+    start: float
+    length: float
+
+    @property
+    def end(self) -> float:
+        return self.start + self.length
+
+
+def _churn(worker: WorkerSpec, seed: int, w: int) -> Iterator[Down]:
+    churn = worker.churn
+    up = draw_stream(churn.uptime, seed_sequence(seed, WORKER_KEY, w, CHURN_UP))
+    down = draw_stream(churn.downtime, seed_sequence(seed, WORKER_KEY, w, CHURN_DOWN))
+    t = 0.0
+    while True:
+        start = t + up()
+        length = down()
+        yield Down(start, length)
+        t = start + length
+
+
+def _sources(worker: WorkerSpec, seed: int, w: int) -> list[Iterable[Down]]:
+    sources: list[Iterable[Down]] = []
+    if worker.join_at > 0:
+        sources.append([Down(0.0, worker.join_at)])
+    if worker.failures:
+        failures = [Down(f.at, f.restart_after) for f in worker.failures]
+        sources.append([d if d.length is not None else Down(d.start, math.inf) for d in failures])
+    if worker.availability:
+        sources.append([Down(a, b - a) for a, b in worker.availability])
+    if worker.churn is not None:
+        sources.append(_churn(worker, seed, w))
+    return sources
+
+
+def down_intervals(
+    worker: WorkerSpec, seed: int, w: int, *, until: float = math.inf
+) -> Iterator[Down]:
+    """Worker ``w``'s down intervals in time order, disjoint, those starting before ``until``.
+
+    The union of its late join (``[0, join_at)``), failures, availability intervals and churn
+    periods: overlapping or touching intervals merge into one. The churn periods are drawn
+    lazily from the worker's own streams, so the sequence may be endless.
+    """
+    merged = heapq.merge(*_sources(worker, seed, w), key=lambda d: d.start)
+    current = next(merged, None)
+    for item in merged:
+        if current.start > until or math.isinf(current.length):
+            break
+        if item.start <= current.end:  # overlap: extend (the length is recomputed)
+            if item.end > current.end:
+                current = Down(current.start, item.end - current.start)
+            continue
+        yield current
+        current = item
+    if current is not None and current.start <= until:
+        yield current
+
+
+class SlowdownClock:
+    """Stretches compute times by worker ``w``'s slowdown episodes (`gemsim.timing.Slowdowns`).
+
+    Calls must come in non-decreasing start time; a computation may start before the
+    previous one would have ended (a cancelled or lost one), so episodes are dropped only
+    once they end before a start.
+    """
+
+    def __init__(self, spec: WorkerSpec, seed: int, w: int) -> None:
+        slow = spec.slowdowns
+        self._every = draw_stream(slow.every, seed_sequence(seed, WORKER_KEY, w, SLOW_EVERY))
+        self._factor = draw_stream(slow.factor, seed_sequence(seed, WORKER_KEY, w, SLOW_FACTOR))
+        self._duration: Draw = draw_stream(
+            slow.duration, seed_sequence(seed, WORKER_KEY, w, SLOW_DURATION)
+        )
+        self._episodes: deque[tuple[float, float, float]] = deque()  # (start, end, factor)
+        self._last_end = 0.0
+
+    def _episode(self, i: int) -> tuple[float, float, float]:
+        """The i-th episode not yet dropped, drawn when first needed."""
+        episodes = self._episodes
+        while len(episodes) <= i:
+            start = self._last_end + self._every()
+            self._last_end = start + self._duration()
+            episodes.append((start, self._last_end, self._factor()))
+        return episodes[i]
+
+    def stretch(self, t0: float, work: float) -> float:
+        """Seconds that ``work`` seconds of normal-speed compute started at ``t0`` take."""
+        while self._episode(0)[1] <= t0:
+            self._episodes.popleft()
+        t, elapsed, i = t0, 0.0, 0
+        while True:
+            start, end, factor = self._episode(i)
+            if t < start:
+                normal = start - t
+                if work <= normal:
+                    return elapsed + work
+                work -= normal
+                elapsed += normal
+                t = start
+            slow = end - t
+            if work * factor <= slow:
+                return elapsed + work * factor
+            work -= slow / factor
+            elapsed += slow
+            t = end
+            i += 1
+
+
+class EmulatedCompute:
+    """How long worker ``w``'s compute lasts in a real run that follows the scenario
+    (``workers.emulate_latency``): its c-th commit takes draw c of the timing model's own
+    compute stream (the draws of commits made before a restart are skipped), stretched by
+    its slowdowns at the time the compute starts (seconds since the run's start)."""
+
+    def __init__(self, spec: ClusterSpec, seed: int, w: int) -> None:
+        self._draw = worker_draws(spec, seed, w).compute
+        self._drawn = 0
+        worker = spec.workers[w]
+        self._slow = SlowdownClock(worker, seed, w) if worker.slowdowns is not None else None
+
+    def __call__(self, commit: int, start: float) -> float:
+        while self._drawn < commit:
+            self._draw()
+            self._drawn += 1
+        value = self._draw()
+        self._drawn += 1
+        return value if self._slow is None else self._slow.stretch(start, value)
+
+
+class LifeEvent(NamedTuple):
+    """What happens to worker ``worker`` at ``time``: ``kind`` is ``join`` (its first time
+    up), ``down`` (it goes down and will come back), ``gone`` (down for good) or ``up``."""
+
+    time: float
+    worker: int
+    kind: str
+
+
+def _worker_events(worker: WorkerSpec, seed: int, w: int, until: float) -> Iterator[LifeEvent]:
+    downs = down_intervals(worker, seed, w, until=until)
+    down = next(downs, None)
+    if down is not None and down.start == 0.0:
+        if math.isinf(down.length):
+            return
+        yield LifeEvent(down.length, w, "join")
+        down = next(downs, None)
+    else:
+        yield LifeEvent(0.0, w, "join")
+    while down is not None:
+        if math.isinf(down.length):
+            yield LifeEvent(down.start, w, "gone")
+            return
+        yield LifeEvent(down.start, w, "down")
+        yield LifeEvent(down.end, w, "up")
+        down = next(downs, None)
+
+
+def life_events(spec: ClusterSpec, seed: int, *, until: float = math.inf) -> Iterator[LifeEvent]:
+    """Every worker's join, downs and comings back up in time order (ties by worker), drawn
+    lazily: what a real backend starts, kills and restarts worker processes on. A worker
+    that is never up has no event at all."""
+    streams = [_worker_events(ws, seed, w, until) for w, ws in enumerate(spec.workers)]
+    return heapq.merge(*streams, key=lambda e: (e.time, e.worker))
+
+
+def ever_up(spec: ClusterSpec, seed: int) -> list[bool]:
+    """Whether each worker is ever up (an availability trace may hold one down for good)."""
+    out = []
+    for w, ws in enumerate(spec.workers):
+        first = next(down_intervals(ws, seed, w), None)
+        out.append(first is None or first.start > 0.0 or not math.isinf(first.length))
+    return out

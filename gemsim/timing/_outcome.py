@@ -1,0 +1,65 @@
+"""What a simulation gives besides its trace: per-worker availability, waits and lost work."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from gemsim.trace import CommitTrace
+
+
+class WorkerReport(NamedTuple):
+    """Per-worker figures of one simulated run, each an array indexed by worker.
+
+    Attributes:
+        up_seconds: float64, time up within ``[0, duration]`` (joined and not down).
+        availability: float64, ``up_seconds / duration`` (NaN for a zero duration).
+        waited_seconds: float64, time held by the protocol within ``[0, duration]``: blocked
+            by SSP, waiting at a barrier (sync, k_sync) or for a k_async round to close.
+        lost: int64, gradients lost because the worker went down while computing or queued.
+        lost_compute_seconds: float64, the compute time those gradients had taken.
+        cancelled: int64, gradients cancelled by k_sync (their round had its k gradients).
+        cancelled_compute_seconds: float64, the compute time those had taken.
+        downs: per worker, its down intervals ``(start, end)`` as scheduled (``end`` may be
+            ``inf``), the late join ``(0, join_at)`` included.
+    """
+
+    up_seconds: np.ndarray
+    availability: np.ndarray
+    waited_seconds: np.ndarray
+    lost: np.ndarray
+    lost_compute_seconds: np.ndarray
+    cancelled: np.ndarray
+    cancelled_compute_seconds: np.ndarray
+    downs: tuple[tuple[tuple[float, float], ...], ...]
+
+
+class Simulation(NamedTuple):
+    """A simulated run: its commit trace and its per-worker report."""
+
+    trace: CommitTrace
+    workers: WorkerReport
+
+
+def down_seconds(downs: list[tuple[float, float]] | tuple, duration: float) -> float:
+    """Total length of the intervals within ``[0, duration]``."""
+    return sum(max(0.0, min(end, duration) - min(start, duration)) for start, end in downs)
+
+
+def worker_report(state, duration: float) -> WorkerReport:
+    """The report of a finished `SimState` whose run lasted ``duration``."""
+    n = state.spec.n_workers
+    up = np.array([duration - down_seconds(d, duration) for d in state.downs], dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        availability = up / duration if duration > 0 else np.full(n, np.nan)
+    return WorkerReport(
+        up_seconds=up,
+        availability=np.asarray(availability, dtype=np.float64),
+        waited_seconds=np.asarray(state.waited, dtype=np.float64),
+        lost=np.asarray(state.lost, dtype=np.int64),
+        lost_compute_seconds=np.asarray(state.lost_compute, dtype=np.float64),
+        cancelled=np.asarray(state.cancelled, dtype=np.int64),
+        cancelled_compute_seconds=np.asarray(state.cancelled_compute, dtype=np.float64),
+        downs=tuple(tuple(d) for d in state.downs),
+    )

@@ -1,0 +1,104 @@
+"""Server protocols: when the parameter server closes a round and which work it waits for.
+
+A protocol decides only *when* commits happen, which version each gradient is computed on
+and where rounds end (the trace's ``round_end`` column); what a round does to the parameters
+is the update rule's business. Versions count commits, so a rule that updates by rounds sees
+equal parameters at every version inside a round.
+
+- `Async` (the default): every commit is applied at once and its worker pulls the new
+  version with it; every commit closes a round.
+- `Sync`: barrier rounds; every live worker computes one gradient on the round's version,
+  and the round closes when all of them are committed (or lost to a crash).
+- `Ssp` (stale synchronous parallel; Ho et al. 2013, "More Effective Distributed ML via a
+  Stale Synchronous Parallel Parameter Server", NeurIPS): a worker's clock is the number of
+  commits it has made; a worker starts its next gradient only while its clock leads the
+  slowest live worker's by at most ``bound``, and otherwise blocks until it does. Every commit
+  closes a round. ``bound = 0`` is lock-step rounds; ``bound = inf`` is `Async`.
+- `KSync` and `KAsync` (Dutta, Joshi, Ghosh, Dube & Nagpurkar 2018, "Slow and Stale
+  Gradients Can Win the Race", AISTATS, https://arxiv.org/abs/1803.01113): the server
+  updates after the first ``k`` gradients. `KSync` starts every live worker on the round's
+  version and cancels the work of the others when the k-th gradient arrives; with ``k = n`` it
+  is `Sync`. `KAsync` takes the next ``k`` gradients from distinct workers, whatever version
+  they were computed on: the contributors wait for the round to close and then pull, the
+  others keep computing on their old version; with ``k = 1`` it is `Async`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar, TypeAlias
+
+from gemsim._checks import check_int, is_real
+
+
+def _set(obj: object, name: str, value: object) -> None:
+    object.__setattr__(obj, name, value)
+
+
+@dataclass(frozen=True)
+class Async:
+    """Fully asynchronous: each commit is its own round."""
+
+    name: ClassVar[str] = "async"
+
+
+@dataclass(frozen=True)
+class Sync:
+    """Barrier rounds of every live worker, all on the round's version."""
+
+    name: ClassVar[str] = "sync"
+
+
+@dataclass(frozen=True)
+class Ssp:
+    """Stale synchronous parallel: no worker computes while its clock leads the slowest live
+    worker's by more than ``bound`` (an integer >= 0, or ``math.inf``)."""
+
+    bound: float
+    name: ClassVar[str] = "ssp"
+
+    def __post_init__(self) -> None:
+        bound = self.bound
+        if is_real(bound) and math.isinf(float(bound)) and float(bound) > 0:
+            _set(self, "bound", math.inf)
+        else:
+            _set(self, "bound", check_int("Ssp.bound", bound, 0))
+
+
+@dataclass(frozen=True)
+class KSync:
+    """The first ``k`` gradients of a round computed on its version; the rest cancelled."""
+
+    k: int
+    name: ClassVar[str] = "k_sync"
+
+    def __post_init__(self) -> None:
+        _set(self, "k", check_int("KSync.k", self.k, 1))
+
+
+@dataclass(frozen=True)
+class KAsync:
+    """The next ``k`` gradients of distinct workers, whatever their version."""
+
+    k: int
+    name: ClassVar[str] = "k_async"
+
+    def __post_init__(self) -> None:
+        _set(self, "k", check_int("KAsync.k", self.k, 1))
+
+
+ServerProtocol: TypeAlias = Async | Sync | Ssp | KSync | KAsync
+"""Any protocol of the parameter server."""
+
+PROTOCOL_TYPES: tuple[type, ...] = (Async, Sync, Ssp, KSync, KAsync)
+
+
+def one_commit_rounds(protocol: ServerProtocol) -> bool:
+    """Whether every round of ``protocol`` holds a single commit, so that a rule which applies
+    each commit as it comes (rather than by rounds) still follows the protocol."""
+    if isinstance(protocol, Async | Ssp):
+        return True
+    if isinstance(protocol, KSync | KAsync):
+        return protocol.k == 1
+    return False

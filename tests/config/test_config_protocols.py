@@ -1,0 +1,206 @@
+"""`server.protocol`, churn, availability, slowdowns and the shared link in scenario files:
+shorthands, defaults, which rules accept which protocols, and errors (exit code 2)."""
+
+import copy
+import math
+
+import jsonschema
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from gemsim import timing
+from gemsim.cli import app
+from gemsim.config import ScenarioError, build_cluster, scenario_json_schema, validate
+from gemsim.config._protocol_blocks import ROUND_RULES
+
+BASE = {
+    "name": "protocols",
+    "seed": 1,
+    "workers": {"count": 4, "compute": {"dist": "exponential", "mean": 0.1}},
+    "budget": {"commits": 50},
+}
+PER_COMMIT_RULES = {
+    "gem": {"rule": "gem", "lr": 0.1},
+    "downpour": {"rule": "downpour", "lr": 0.1},
+    "staleness": {"rule": "staleness", "lr": 0.1},
+    "softsync": {"rule": "softsync", "lr": 0.1},
+    "agn": {"rule": "agn", "lr": 0.1},
+    "easgd": {"rule": "easgd", "lr": 0.1, "alpha": 0.5},
+    "dcasgd": {"rule": "dcasgd", "lr": 0.1},
+}
+ROUND_RULE_BLOCKS = {"sync": {"rule": "sync", "lr": 0.1}, "local": {"rule": "local"}}
+
+
+def scenario(**blocks):
+    data = copy.deepcopy(BASE)
+    for key, value in blocks.items():
+        head, _, tail = key.partition("__")
+        if tail:
+            data.setdefault(head, {})[tail] = value
+        else:
+            data[head] = value
+    return validate(data, "test.yaml")
+
+
+def protocol_of(**blocks):
+    return build_cluster(scenario(**blocks), sizes=(1, 0)).protocol
+
+
+@pytest.mark.parametrize(
+    "given,expected",
+    [
+        ("async", timing.Async()),
+        ("sync", timing.Sync()),
+        ({"name": "ssp", "bound": 2}, timing.Ssp(2)),
+        ({"name": "ssp", "bound": math.inf}, timing.Ssp(math.inf)),
+        ({"name": "ssp", "bound": "inf"}, timing.Ssp(math.inf)),
+        ({"name": "k_sync", "k": 3}, timing.KSync(3)),
+        ({"name": "k_async", "k": 4}, timing.KAsync(4)),
+    ],
+)
+def test_protocol_block_and_bare_name_shorthand(given, expected):
+    rule = ROUND_RULE_BLOCKS["sync"]
+    assert protocol_of(server={"protocol": given}, optimizer=rule) == expected
+
+
+def test_default_protocol_is_async_and_sync_for_the_sync_rule():
+    assert protocol_of() == timing.Async()
+    assert protocol_of(optimizer=PER_COMMIT_RULES["gem"]) == timing.Async()
+    assert protocol_of(optimizer=ROUND_RULE_BLOCKS["local"]) == timing.Async()
+    assert protocol_of(optimizer=ROUND_RULE_BLOCKS["sync"]) == timing.Sync()
+    explicit = protocol_of(optimizer=ROUND_RULE_BLOCKS["sync"], server={"protocol": "async"})
+    assert explicit == timing.Async()
+
+
+MULTI = [{"name": "sync"}, {"name": "k_sync", "k": 2}, {"name": "k_async", "k": 3}]
+SINGLE = [{"name": "async"}, {"name": "ssp", "bound": 1}, {"name": "k_sync", "k": 1}]
+
+
+@pytest.mark.parametrize("rule", sorted(PER_COMMIT_RULES))
+def test_rules_that_apply_each_commit_need_rounds_of_one_commit(rule):
+    for protocol in SINGLE:
+        scenario(optimizer=PER_COMMIT_RULES[rule], server={"protocol": protocol})
+    for protocol in MULTI:
+        with pytest.raises(ScenarioError, match=rf"server.protocol: rule '{rule}' applies each"):
+            scenario(optimizer=PER_COMMIT_RULES[rule], server={"protocol": protocol})
+
+
+@pytest.mark.parametrize("rule", sorted(ROUND_RULE_BLOCKS))
+def test_rules_that_update_by_rounds_accept_every_protocol(rule):
+    for protocol in SINGLE + MULTI:
+        scenario(optimizer=ROUND_RULE_BLOCKS[rule], server={"protocol": protocol})
+
+
+def test_the_table_of_round_rules_matches_the_rules_themselves():
+    blocks = {**PER_COMMIT_RULES, **ROUND_RULE_BLOCKS}
+    for name, block in blocks.items():
+        rule = scenario(optimizer=block).optimizer.build()
+        assert rule.by_rounds == (name in ROUND_RULES), name
+
+
+def test_a_rule_by_import_path_says_itself_whether_it_updates_by_rounds():
+    k_sync = {"protocol": {"name": "k_sync", "k": 2}}
+    scenario(optimizer={"rule": {"import": "gemsim.rules:sync"}, "lr": 0.1}, server=k_sync)
+    with pytest.raises(ScenarioError, match="gemsim.rules:staleness"):
+        scenario(optimizer={"rule": {"import": "gemsim.rules:staleness"}, "lr": 0.1}, server=k_sync)
+
+
+def test_k_larger_than_the_cluster_is_refused():
+    with pytest.raises(ScenarioError, match=r"server.protocol.k: must be <= workers.count \(4\)"):
+        scenario(server={"protocol": {"name": "k_async", "k": 5}})
+
+
+@pytest.mark.parametrize(
+    "server,field",
+    [
+        ({"protocol": {"name": "ssp", "bound": -1}}, "bound"),
+        ({"protocol": {"name": "ssp", "bound": 1.5}}, "bound"),
+        ({"protocol": {"name": "k_sync", "k": 0}}, "k"),
+        ({"protocol": "bsp"}, "server.protocol"),
+    ],
+)
+def test_bad_protocol_values_name_the_field(server, field):
+    with pytest.raises(ScenarioError, match=field):
+        scenario(server=server)
+
+
+def test_cli_refuses_a_protocol_the_rule_cannot_follow_with_exit_2(tmp_path):
+    path = tmp_path / "bad.yaml"
+    doc = {**BASE, "optimizer": PER_COMMIT_RULES["gem"], "server": {"protocol": "sync"}}
+    path.write_text(yaml.safe_dump(doc))
+    result = CliRunner().invoke(app, ["trace", str(path)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "server.protocol: rule 'gem'" in result.output and "allowed: async, ssp" in result.output
+
+
+def test_churn_availability_and_slowdowns_build_per_worker(tmp_path):
+    (tmp_path / "avail.csv").write_text("worker,down_at,up_at\n1,2.0,5.0\n1,9,\n3,0,1.5\n")
+    churn = {
+        "uptime": {"dist": "exponential", "mean": 30},
+        "downtime": {"dist": "constant", "value": 5},
+    }
+    slow = {
+        "every": {"dist": "exponential", "mean": 20},
+        "factor": {"dist": "constant", "value": 3},
+        "duration": {"dist": "constant", "value": 2},
+    }
+    workers = {
+        **BASE["workers"],
+        "churn": churn,
+        "slowdowns": slow,
+        "availability": {"file": "avail.csv"},
+        "groups": [{"count": 1, "churn": {**churn, "downtime": {"dist": "constant", "value": 1}}}],
+    }
+    s = validate({**BASE, "workers": workers}, "test.yaml", base_dir=tmp_path)
+    specs = build_cluster(s, sizes=(1, 0)).workers
+    assert specs[0].churn.downtime == timing.Constant(1.0)  # the group's own
+    assert all(w.churn.downtime == timing.Constant(5.0) for w in specs[1:])
+    assert all(w.slowdowns.factor == timing.Constant(3.0) for w in specs)
+    assert specs[1].availability == ((2.0, 5.0), (9.0, math.inf))
+    assert specs[3].availability == ((0.0, 1.5),) and specs[0].availability == ()
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("0,5,2\n", "down_at < up_at"),
+        ("0,x,2\n", "times numbers"),
+        ("0,1\n", "expected worker,down_at,up_at"),
+        ("7,1,2\n", "names worker 7, which does not exist"),
+    ],
+)
+def test_bad_availability_files_name_the_row(tmp_path, text, message):
+    (tmp_path / "avail.csv").write_text(text)
+    workers = {**BASE["workers"], "availability": {"file": "avail.csv"}}
+    with pytest.raises(ScenarioError, match=message):
+        validate({**BASE, "workers": workers}, "test.yaml", base_dir=tmp_path)
+
+
+def test_shared_link_needs_a_bandwidth():
+    with pytest.raises(ScenarioError, match="shared_link: true needs bandwidth_bytes_per_s"):
+        scenario(network={"shared_link": True})
+    spec = build_cluster(
+        scenario(network={"shared_link": True, "bandwidth_bytes_per_s": 1e6}), sizes=(1, 0)
+    )
+    assert spec.shared_link
+
+
+def test_json_schema_accepts_the_new_blocks_and_the_bare_protocol_name():
+    schema = scenario_json_schema()
+    doc = {
+        **BASE,
+        "server": {"protocol": "async"},
+        "network": {"shared_link": True, "bandwidth_bytes_per_s": 1e6},
+        "workers": {
+            **BASE["workers"],
+            "churn": {
+                "uptime": {"dist": "constant", "value": 3},
+                "downtime": {"dist": "constant", "value": 1},
+            },
+        },
+    }
+    jsonschema.validate(doc, schema)
+    jsonschema.validate({**doc, "server": {"protocol": {"name": "ssp", "bound": 3}}}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**doc, "server": {"protocol": "bsp"}}, schema)
