@@ -27,7 +27,7 @@ from ._record import (
     run_manifest,
     summary_row,
 )
-from ._stages import EXECUTORS, build_problem, build_rule, real_job, require
+from ._stages import EXECUTORS, build_problem, build_rule, check_problem, real_job, require
 
 BACKENDS = ("sim", "process", "ray")
 
@@ -137,7 +137,7 @@ def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> 
             if scenario.optimizer is not None:
                 config.build_rule(scenario)
             if scenario.problem is not None:
-                config.problem_sizes(scenario)
+                check_problem(scenario)
         except (ValueError, OSError, TypeError) as exc:
             problems.append(f"{where}: {exc}")
     if problems:
