@@ -15,6 +15,7 @@ from gemsim._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
+        "._adapters": ["from_equinox", "from_flax_linen", "from_flax_nnx"],
         "._batch": ["Batch"],
         "._cnn": ["IM2COL", "ConvOps", "cnn_apply", "cnn_init"],
         "._cifar": ["CIFAR10_MEAN", "CIFAR10_STD", "write_cifar_batch"],
@@ -29,7 +30,14 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "load_dataset",
         ],
         "._digests": ["file_sha256"],
-        "._download": ["MNIST_FILES", "MNIST_MIRRORS", "download_mnist"],
+        "._download": [
+            "DATASET_SOURCES",
+            "MNIST_FILES",
+            "MNIST_MIRRORS",
+            "DataSource",
+            "download_dataset",
+            "download_mnist",
+        ],
         "._idx": ["read_idx", "read_idx_shape", "write_idx"],
         "._imports": ["ModelError", "locate_module", "module_digest"],
         "._keys": ["KeyTag"],
