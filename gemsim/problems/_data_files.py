@@ -116,11 +116,11 @@ def cifar10_dir(spec: Cifar10) -> Path:
             "or the environment variable GEMSIM_DATA; neither is set. Fetch them with "
             "`gemsim download cifar10 DIR`."
         )
-    for folder in candidates:
-        if all((folder / name).is_file() for name in CIFAR10_FILES):
-            return folder
-    missing = [name for name in CIFAR10_FILES if not (candidates[-1] / name).is_file()]
+    missing = {f: [n for n in CIFAR10_FILES if not (f / n).is_file()] for f in candidates}
+    closest = min(candidates, key=lambda folder: len(missing[folder]))
+    if not missing[closest]:
+        return closest
     raise FileNotFoundError(
-        f"dataset cifar10: {candidates[-1]} lacks {', '.join(missing)} (the python version's "
-        "batches); fetch them with `gemsim download cifar10 DIR`"
+        f"dataset cifar10: {closest} lacks {', '.join(missing[closest])} (the python "
+        "version's batches); fetch them with `gemsim download cifar10 DIR`"
     )

@@ -202,8 +202,11 @@ def _unpack(archive: bytes, dest: Path) -> None:
     target = dest / CIFAR10_FOLDER
     tmp = Path(tempfile.mkdtemp(dir=dest, prefix=f".{CIFAR10_FOLDER}."))
     try:
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
-            tar.extractall(tmp, filter="data")
+        try:
+            with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+                tar.extractall(tmp, filter="data")
+        except tarfile.TarError as exc:
+            raise RuntimeError(f"cannot unpack the archive safely: {exc}") from None
         unpacked = tmp / CIFAR10_FOLDER
         missing = [n for n in CIFAR10_FILES if not (unpacked / n).is_file()]
         if missing:

@@ -6,7 +6,6 @@ stored): a small network needs a few hundred steps to separate them.
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from gemsim.problems import from_equinox
@@ -51,7 +50,3 @@ def make_spirals(width: int = 64, dropout: float = 0.1, n_train: int = 3000, see
         "y_test": y[n_train:],
     }
     return model, data
-
-
-def cross_entropy(logits, y):  # the adapter's default loss, spelled out for the docs
-    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], axis=1))
