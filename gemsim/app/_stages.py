@@ -23,17 +23,14 @@ def require(scenario: Scenario, block: str):
     return value
 
 
-class ProblemInputs:
-    """Loaded user models and data sets on the device, kept for the next runs of a sweep:
-    every run (and every worker: batches are gathered from the one array by index) reads the
-    same copy of a data set, and runs of one imported model share its functions, hence their
-    compiled code. Least recently used entries go first."""
+class _Lru:
+    """A small least-recently-used map of loaded values."""
 
-    def __init__(self, size: int = 2):
+    def __init__(self, size: int):
         self._size = size
         self._items: OrderedDict[tuple, Any] = OrderedDict()
 
-    def _get(self, key: tuple, load):
+    def get(self, key: tuple, load):
         if key in self._items:
             self._items.move_to_end(key)
             return self._items[key]
@@ -42,6 +39,16 @@ class ProblemInputs:
         while len(self._items) > self._size:
             self._items.popitem(last=False)
         return value
+
+
+class ProblemInputs:
+    """Loaded user models and data sets on the device, kept for the next runs of a sweep:
+    every run (and every worker: batches are gathered from the one array by index) reads the
+    same copy of a data set, and runs of one imported model share its functions, hence their
+    compiled code. Data sets are large: only the two most recently used are kept."""
+
+    def __init__(self, models: int = 8, data: int = 2):
+        self._models, self._data = _Lru(models), _Lru(data)
 
     def model(self, spec):
         """``(model, data on the device or None)`` for a model spec (built-ins: themselves)."""
@@ -57,14 +64,14 @@ class ProblemInputs:
                 data = problems.to_device(problems.Dataset(**problems.check_arrays(data, source)))
             return model, data
 
-        return self._get(("model", spec), load)
+        return self._models.get((spec,), load)
 
     def data(self, spec, seed: int):
         """The data set a spec names, on the device."""
         from gemsim import problems
 
         load = lambda: problems.to_device(problems.load_dataset(spec, seed))
-        return self._get(("data", *problems.dataset_key(spec, seed)), load)
+        return self._data.get(problems.dataset_key(spec, seed), load)
 
 
 # One per process, like EXECUTORS below.
@@ -82,11 +89,17 @@ def build_problem(scenario: Scenario):
         model, data = model_spec, None
     else:
         model, data = INPUTS.model(model_spec)
+        if data is not None and dataset is not None:
+            raise problems.ModelError(
+                model.name,
+                "the factory returns its data and the scenario names a dataset too: "
+                "remove problem.dataset (or return the model alone)",
+            )
         if data is None and dataset is not None:
             data = INPUTS.data(dataset, scenario.seed)
     return problems.make_problem(
         model,
-        None if isinstance(model_spec, problems.Quadratic) else dataset,
+        dataset,
         batch_size=block.batch_size,
         seed=scenario.seed,
         eval_subset=scenario.eval.subset,

@@ -154,11 +154,16 @@ _evaluate_jit = jax.jit(lambda p, params: _kind(p).evaluate(p, params))
 
 
 def _check_args(
-    model: object, dataset: object, batch_size: object, seed: object, eval_subset: object
+    model: object,
+    dataset: object,
+    batch_size: object,
+    seed: object,
+    eval_subset: object,
+    data: object = None,
 ) -> None:
     if isinstance(model, Quadratic) and dataset is not None:
         raise ValueError(f"model quadratic takes no dataset (pass None), got {dataset!r}")
-    if isinstance(model, _BUILT_IN) and not isinstance(dataset, _DATASET_TYPES):
+    if isinstance(model, _BUILT_IN) and data is None and not isinstance(dataset, _DATASET_TYPES):
         raise ValueError(
             f"model {type(model).__name__} needs a dataset (Mnist5k, Digits, Mnist, "
             f"FashionMnist, Cifar10, Arrays or Synthetic), got {dataset!r}"
@@ -258,7 +263,7 @@ def make_problem(
       ModelError / DataError: a user model or data set breaks the contract.
       FileNotFoundError: data files are missing (the message says how to get them).
     """
-    _check_args(model, dataset, batch_size, seed, eval_subset)
+    _check_args(model, dataset, batch_size, seed, eval_subset, data)
     if isinstance(model, Quadratic):
         fields = _quadratic.build(model, batch_size, seed)
     else:

@@ -151,3 +151,19 @@ def test_missing_or_corrupt_npz(tmp_path):
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(DataError, match="not a readable .npz"):
         data_shape(Arrays(str(tmp_path / "junk.npz")))
+
+
+def test_every_example_scenario_validates_and_records_its_module():
+    import hashlib
+    from pathlib import Path
+
+    import gemsim
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    files = sorted(examples.glob("*/scenario.yaml"))
+    assert len(files) == 4
+    for path in files:
+        model = gemsim.load_scenario(path).problem.model  # locating imports nothing
+        module = Path(model.path) / (model.target.partition(":")[0] + ".py")
+        assert model.path == str(path.parent.resolve())
+        assert model.sha256 == hashlib.sha256(module.read_bytes()).hexdigest()
