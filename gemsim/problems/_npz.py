@@ -127,20 +127,8 @@ def _n_classes(source: str, arrays: Mapping[str, Any], labels: list[np.ndarray])
     return n_classes
 
 
-def check_arrays(arrays: Mapping[str, Any], source: str) -> dict[str, np.ndarray]:
-    """Checks a data set's arrays and returns them as float32 inputs and int32 labels (or
-    float32 targets), with ``n_classes`` (0 for float targets).
-
-    Raises:
-      DataError: a missing array, lengths or shapes that disagree, non-numeric or non-finite
-        values, or labels out of range; the message names the array.
-    """
-    if not isinstance(arrays, Mapping):
-        raise DataError(
-            source, f"data must map {', '.join(ARRAY_NAMES)} to arrays, got {type(arrays).__name__}"
-        )
-    _require_names(source, arrays)
-    a = {name: np.asarray(arrays[name]) for name in ARRAY_NAMES}
+def _check_shapes(source: str, a: Mapping[str, np.ndarray]) -> None:
+    """Numbers, at least one example, equal lengths per split, equal example shapes."""
     for name, array in a.items():
         _numeric(source, name, array)
         if array.ndim < 1 or array.shape[0] < 1:
@@ -160,6 +148,23 @@ def check_arrays(arrays: Mapping[str, Any], source: str) -> dict[str, np.ndarray
                 source,
                 f"{kind}_train's examples have shape {train} but {kind}_test's have {test}",
             )
+
+
+def check_arrays(arrays: Mapping[str, Any], source: str) -> dict[str, np.ndarray]:
+    """Checks a data set's arrays and returns them as float32 inputs and int32 labels (or
+    float32 targets), with ``n_classes`` (0 for float targets).
+
+    Raises:
+      DataError: a missing array, lengths or shapes that disagree, non-numeric or non-finite
+        values, or labels out of range; the message names the array.
+    """
+    if not isinstance(arrays, Mapping):
+        raise DataError(
+            source, f"data must map {', '.join(ARRAY_NAMES)} to arrays, got {type(arrays).__name__}"
+        )
+    _require_names(source, arrays)
+    a = {name: np.asarray(arrays[name]) for name in ARRAY_NAMES}
+    _check_shapes(source, a)
     integer = [a[name].dtype.kind in "biu" for name in ("y_train", "y_test")]
     if integer[0] != integer[1]:
         raise DataError(

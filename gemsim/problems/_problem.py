@@ -227,6 +227,18 @@ def _n_params(model, data: Dataset, batch_size: int) -> int:
     return param_count(model, shape)
 
 
+def _supervised_fields(model, dataset, batch_size: int, seed: int, eval_subset: int, data):
+    model, factory_data = resolve_model(model)
+    data = _resolve_data(model, dataset, seed, data, factory_data)
+    if batch_size > len(data.y_train):
+        raise ValueError(
+            f"make_problem: batch_size {batch_size} exceeds the {len(data.y_train)} training "
+            f"examples of {dataset if dataset is not None else 'the data'!r}"
+        )
+    n_params = _n_params(model, data, batch_size)
+    return model, _supervised.build(data, batch_size, seed, eval_subset, n_params)
+
+
 def make_problem(
     model: ModelSpec | UserModel | object,
     dataset: DatasetSpec | None,
@@ -267,15 +279,7 @@ def make_problem(
     if isinstance(model, Quadratic):
         fields = _quadratic.build(model, batch_size, seed)
     else:
-        model, factory_data = resolve_model(model)
-        data = _resolve_data(model, dataset, seed, data, factory_data)
-        if batch_size > len(data.y_train):
-            raise ValueError(
-                f"make_problem: batch_size {batch_size} exceeds the {len(data.y_train)} training "
-                f"examples of {dataset if dataset is not None else 'the data'!r}"
-            )
-        n_params = _n_params(model, data, batch_size)
-        fields = _supervised.build(data, batch_size, seed, eval_subset, n_params)
+        model, fields = _supervised_fields(model, dataset, batch_size, seed, eval_subset, data)
     problem = Problem(
         model=model, dataset=dataset, batch_size=batch_size, init_params=None, **fields
     )
