@@ -79,3 +79,15 @@ def test_grey_images_get_one_channel(tmp_path):
     p = make_problem(Resnet(8, width=2), Arrays(str(tmp_path / "g.npz")), 4, seed=0)
     assert p.init_params["stem"]["w"].shape == (3, 3, 1, 2)
     assert p.n_params == param_count(Resnet(8, width=2), DataShape(16, 4, (8, 8), 3))
+
+
+@pytest.mark.parametrize(("size", "stride"), [(8, 1), (8, 2), (7, 2), (5, 1)])
+def test_im2col_convolution_equals_lax_conv(size, stride):
+    from gemsim.problems._resnet import conv_lax, conv_same
+
+    kx, kk = jax.random.split(jax.random.key(0))
+    x = jax.random.normal(kx, (2, size, size, 3))
+    kernel = jax.random.normal(kk, (3, 3, 3, 5))
+    np.testing.assert_allclose(
+        conv_same(x, kernel, stride), conv_lax(x, kernel, stride), rtol=1e-5, atol=1e-5
+    )
