@@ -1,7 +1,14 @@
 """Engine efficiency: simulated samples per second against plain synchronous training.
 
 The paper's CNN on mnist-5k, b = 64, GEM (lr 0.05), lognormal compute times (median 0.1 s,
-sigma 0.25). For each n in ``--workers`` it measures the samples per second (commits * 64 /
+sigma 0.25). ``--problem`` picks other workloads, in the same setting otherwise:
+``cnn-fashion`` (the CNN on the full 60,000 Fashion-MNIST images; Debian's
+dataset-fashion-mnist or ``--data-dir``) and ``resnet-cifar`` (a ResNet, ``--resnet-depth``,
+on CIFAR-10 from ``--data-dir``, or on CIFAR-shaped data, 50,000 random 32x32x3 images, when
+no folder is given). Each workload's data set is put on the device once and shared by every
+variant (all executors, all n, the synchronous baselines): the report counts the copies of
+the training images alive on the device, and gives their bytes and the process's memory.
+For each n in ``--workers`` it measures the samples per second (commits * 64 /
 seconds of ``execute``, compiled beforehand; the timing simulation is not included) of
 
 - the sequential executor and the batched (wavefront) executor;
@@ -13,7 +20,8 @@ batches drawn by ``problem.batch(0, step)`` inside the compiled step:
 - ``sync b scan``: one jitted ``lax.scan`` over 512 b-sized steps per call;
 - ``sync n*b loop``: the jitted step at batch n*b; where n*b exceeds mnist-5k's 4,000
   training images (n = 100: 6,400) the largest multiple of b that fits (3,968) is
-  measured instead, and the table says so.
+  measured instead, and the table says so (the ResNet's n*b is capped at 1,024: the
+  activations of a larger batch do not fit a small machine).
 
 Executors run without evaluating the central variable (neither do the synchronous
 variants): both sides measure training throughput. Every variant runs once per round
@@ -24,14 +32,16 @@ the ratio of medians and as the median of the per-round ratios (robust to other 
 (docs/design.md §9): >= 0.85 on CPU at n = 8 and n = 100; on a GPU, batched >= 10x
 sequential at n = 100 and >= 0.5 of synchronous batch-n*b training.
 
-Default commits per execution: 512 at n <= 8, 1,024 above; synchronous variants process
-as many samples as the smallest executor workload. The default run takes a few minutes on
-a 2-core CPU.
+Default commits per execution: 512 at n <= 8, 1,024 above (the ResNet: 64 and 128);
+synchronous variants process as many samples as the smallest executor workload. The default
+run takes a few minutes on a 2-core CPU.
 
     python benchmarks/engine.py                         # table
     python benchmarks/engine.py --json                  # one JSON object
     python benchmarks/engine.py --workers 8 --commits 256 --repeats 2   # quick check
     python benchmarks/engine.py --executors sequential     # skip the batched executor
+    python benchmarks/engine.py --problem cnn-fashion      # the full Fashion-MNIST
+    python benchmarks/engine.py --problem resnet-cifar --resnet-depth 20 --workers 8
 """
 
 from __future__ import annotations
@@ -47,26 +57,94 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from _common import (
     BATCH,
     CHUNK,
     LR,
     add_diagnostics_every,
-    cnn_problem,
     environment,
     environment_line,
     gem_rule,
+    gib,
     lognormal_trace,
     make_executor,
+    peak_rss_bytes,
+    rss_bytes,
     trace_plan,
 )
 
+from gemsim import problems
 from gemsim.timing import CommitBudget
 from gemsim.types import Status
 
 CPU_BAR = 0.85
 GPU_SPEEDUP_BAR = 10.0
 GPU_SYNC_NB_BAR = 0.5
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model on a data set held once on the device: ``make(b)`` builds its problem at batch
+    size b from the same arrays."""
+
+    name: str
+    model: object
+    spec: object
+    data: problems.Dataset
+    commits: tuple[int, int]  # default commits per execution at n <= 8 and above
+    max_sync_batch: int | None = None
+
+    def make(self, batch_size: int = BATCH):
+        return problems.make_problem(self.model, self.spec, batch_size, seed=0, data=self.data)
+
+
+def cifar_shaped(n_train: int = 50_000, n_test: int = 10_000) -> problems.Dataset:
+    """Random 32x32x3 images with labels from a fixed random linear teacher (standard
+    normal pixels, like normalised CIFAR-10): the shapes and the cost of the real set."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n_train + n_test, 32, 32, 3), dtype=np.float32)
+    teacher = rng.standard_normal((32 * 32 * 3, 10)).astype(np.float32)
+    y = np.argmax(x.reshape(len(x), -1) @ teacher, axis=1).astype(np.int32)
+    return problems.Dataset(x[:n_train], y[:n_train], x[n_train:], y[n_train:], 10)
+
+
+def workload(name: str, data_dir: str | None = None, depth: int = 20) -> Workload:
+    """The workload ``name``, its data loaded onto the device once."""
+    if name == "cnn-mnist5k":
+        spec, model, commits, cap = problems.Mnist5k(), problems.Cnn(), (512, 1024), None
+    elif name == "cnn-fashion":
+        spec, model = problems.FashionMnist(data_dir), problems.Cnn()
+        commits, cap = (512, 1024), None
+    elif name == "resnet-cifar":
+        spec, model = problems.Cifar10(data_dir), problems.Resnet(depth)
+        commits, cap = (64, 128), 1024
+    else:
+        raise ValueError(f"unknown problem {name!r}")
+    if name == "resnet-cifar" and data_dir is None:
+        spec, host = None, cifar_shaped()
+    else:
+        host = problems.load_dataset(spec, seed=0)
+    label = name if spec is not None or name != "resnet-cifar" else f"{name} (CIFAR-shaped)"
+    return Workload(label, model, spec, problems.to_device(host), commits, cap)
+
+
+def data_memory(w: Workload) -> dict:
+    """Bytes of the workload's arrays, and how many copies of its training images are alive
+    on the device (1: every problem, worker and executor reads the same array)."""
+    arrays = (w.data.x_train, w.data.y_train, w.data.x_test, w.data.y_test)
+    shape, dtype = w.data.x_train.shape, w.data.x_train.dtype
+    copies = {
+        a.unsafe_buffer_pointer()
+        for a in jax.live_arrays()
+        if a.shape == shape and a.dtype == dtype
+    }
+    return {
+        "data_bytes": int(sum(a.nbytes for a in arrays)),
+        "train_image_copies": len(copies),
+        "rss_bytes": rss_bytes(),
+        "peak_rss_bytes": peak_rss_bytes(),
+    }
 
 
 @dataclass(frozen=True)
@@ -81,9 +159,10 @@ class Variant:
     note: str = ""
 
 
-def default_commits(n: int) -> int:
+def default_commits(n: int, w: Workload | None = None) -> int:
     """Commits per execution: more at large n, where the first commits fill the slots."""
-    return 512 if n <= 8 else 1024
+    small, large = (512, 1024) if w is None else w.commits
+    return small if n <= 8 else large
 
 
 def executor_variants(
@@ -155,7 +234,7 @@ def scan_runner(problem, steps: int) -> Callable[[], int]:
     return run
 
 
-def sync_variants(problem, samples: int, workers: list[int]) -> list[Variant]:
+def sync_variants(w: Workload, problem, samples: int, workers: list[int]) -> list[Variant]:
     """Plain synchronous SGD: batch b in a loop and in a scan, and batch n*b per n."""
     steps = max(1, samples // BATCH)
     variants = [
@@ -171,9 +250,12 @@ def sync_variants(problem, samples: int, workers: list[int]) -> list[Variant]:
                 f"n*b = {n * BATCH:,} exceeds the {problem.train_size:,}-image train set; "
                 f"measured at {batch:,}, the largest multiple of b that fits"
             )
+        if w.max_sync_batch is not None and batch > w.max_sync_batch:
+            batch = w.max_sync_batch
+            note = f"n*b = {n * BATCH:,} capped at {batch:,} (memory of the activations)"
         if batch == BATCH:
             continue
-        big = cnn_problem(batch_size=batch)
+        big = w.make(batch_size=batch)
         runner = loop_runner(big, max(1, math.ceil(samples / batch)))
         variants.append(Variant("sync n*b loop", "sync", batch, runner, workers=n, note=note))
     return variants
@@ -239,24 +321,29 @@ def run(
     repeats: int,
     kinds: list[str],
     diagnostics_every: int = 1,
+    w: Workload | None = None,
 ) -> dict:
     """Build every variant, measure them interleaved and summarise per n."""
     env = environment()
-    problem = cnn_problem()
+    w = workload("cnn-mnist5k") if w is None else w
+    problem = w.make()
     variants, setup = [], {}
     for n in workers:
         ex_variants, info = executor_variants(
-            problem, n, commits or default_commits(n), kinds, diagnostics_every
+            problem, n, commits or default_commits(n, w), kinds, diagnostics_every
         )
         variants += ex_variants
         setup[n] = info
     samples = min(info["commits"] for info in setup.values()) * BATCH
-    variants += sync_variants(problem, samples, workers)
+    variants += sync_variants(w, problem, samples, workers)
     start = time.perf_counter()
     rates = measure(variants, repeats)
     return {
         "benchmark": "engine",
-        "problem": "cnn on mnist-5k",
+        "problem": w.name,
+        "model_params": problem.n_params,
+        "train_size": problem.train_size,
+        "memory": data_memory(w),
         "rule": f"gem(lr={LR}, diagnostics_every={diagnostics_every})",
         "batch": BATCH,
         "repeats": repeats,
@@ -275,6 +362,7 @@ def table(report: dict) -> str:
         f"Engine efficiency: {report['problem']}, b={report['batch']}, {report['rule']}, "
         f"median of {report['repeats']} interleaved rounds",
         environment_line(report["environment"]),
+        _memory_line(report),
         f"{'n':>5}  {'variant':<28}{'batch':>7}{'samples/s':>12}",
     ]
     for row in report["results"]:
@@ -292,6 +380,16 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _memory_line(report: dict) -> str:
+    mem = report["memory"]
+    return (
+        f"{report['model_params']:,} parameters, {report['train_size']:,} training examples; "
+        f"data {gib(mem['data_bytes'])} on the device, {mem['train_image_copies']} copy of the "
+        f"training images alive after building every variant; process RSS "
+        f"{gib(mem['rss_bytes'])} (peak {gib(mem['peak_rss_bytes'])})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -306,9 +404,20 @@ def main(argv: list[str] | None = None) -> int:
         choices=["sequential", "batched"],
         default=["sequential", "batched"],
     )
+    parser.add_argument(
+        "--problem",
+        choices=["cnn-mnist5k", "cnn-fashion", "resnet-cifar"],
+        default="cnn-mnist5k",
+        help="the workload (default: the paper's CNN on mnist-5k)",
+    )
+    parser.add_argument("--data-dir", default=None, help="cnn-fashion, resnet-cifar: the files")
+    parser.add_argument("--resnet-depth", type=int, default=20, help="resnet-cifar: 8, 20, ...")
     add_diagnostics_every(parser)
     args = parser.parse_args(argv)
-    report = run(args.workers, args.commits, args.repeats, args.executors, args.diagnostics_every)
+    w = workload(args.problem, args.data_dir, args.resnet_depth)
+    report = run(
+        args.workers, args.commits, args.repeats, args.executors, args.diagnostics_every, w
+    )
     print(json.dumps(report) if args.json else table(report))
     return 0
 

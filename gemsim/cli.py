@@ -45,6 +45,12 @@ class RealBackend(StrEnum):
     ray = "ray"
 
 
+class DownloadName(StrEnum):
+    mnist = "mnist"
+    fashion_mnist = "fashion-mnist"
+    cifar10 = "cifar10"
+
+
 ScenarioFile = Annotated[Path, typer.Argument(help="Scenario file (.yaml or .toml).")]
 SetOption = Annotated[
     list[str] | None,
@@ -379,6 +385,23 @@ def schema() -> None:
     from gemsim.app import schema_json
 
     typer.echo(schema_json())
+
+
+@app.command()
+@user_errors
+def download(
+    name: Annotated[DownloadName, typer.Argument(help="The data set.")],
+    directory: Annotated[Path, typer.Argument(help="Where to put its files (created).")],
+) -> None:
+    """Fetch a data set's published files into DIR, checked against known sha256 digests
+    (files already there and intact are kept). Exit code 2 when no mirror could serve them.
+
+    Example: gemsim download fashion-mnist data/fashion-mnist
+    """
+    from gemsim.app import download as fetch
+
+    done = fetch(name.value, directory)
+    typer.echo(f"{done.name} in {done.directory}/; use it with: {done.scenario_line()}")
 
 
 def main() -> None:  # pragma: no cover - console entry point

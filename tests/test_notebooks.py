@@ -58,7 +58,9 @@ def test_notebook_is_committed_without_outputs(name):
     assert not dirty, f"{name}: code cells {dirty} hold outputs; strip them before committing"
 
 
-@pytest.mark.parametrize("name", ["01_quickstart.ipynb", "03_latency_sweeps.ipynb"])
+@pytest.mark.parametrize(
+    "name", ["01_quickstart.ipynb", "03_latency_sweeps.ipynb", "05_bring_your_own.ipynb"]
+)
 def test_notebook_runs(name, tmp_path, monkeypatch):
     notebook = _execute(name, tmp_path, monkeypatch)
     assert not _errors(notebook)

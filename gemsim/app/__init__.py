@@ -1,6 +1,6 @@
 """The application: one module per verb of the command line (trace, run, replay, calibrate,
-validate, plot, show, ls, schema), run identity and records, provenance and progress, and
-the scheduling of sweeps (here, in local worker processes, or on a Ray cluster).
+validate, plot, show, ls, schema, download), run identity and records, provenance and progress,
+and the scheduling of sweeps (here, in local worker processes, or on a Ray cluster).
 
 `gemsim.cli` parses arguments and calls these; notebooks and scripts call them the same way.
 Names are exported lazily, so `gemsim --help` imports none of the stages.
@@ -12,6 +12,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         "._calibrate": ["CalibratedRun", "calibrate_folder", "calibrate_run", "write_calibrated"],
+        "._get_data": ["Downloaded", "download"],
         "._identity": ["RunKind", "run_identity", "run_id_of"],
         "._listing": ["list_runs"],
         "._output": ["json_line", "strict_json"],

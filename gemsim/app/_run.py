@@ -23,7 +23,7 @@ from ._record import (
     metrics_frame,
     run_manifest,
 )
-from ._stages import EXECUTORS, build_problem, build_rule, real_job, require
+from ._stages import EXECUTORS, build_problem, build_rule, check_problem, real_job, require
 
 BACKENDS = ("sim", "process", "ray")
 
@@ -127,7 +127,7 @@ def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> 
             if scenario.optimizer is not None:
                 config.build_rule(scenario)
             if scenario.problem is not None:
-                config.problem_sizes(scenario)
+                check_problem(scenario)
         except (ValueError, OSError, TypeError) as exc:
             problems.append(f"{where}: {exc}")
     if problems:

@@ -23,19 +23,107 @@ def require(scenario: Scenario, block: str):
     return value
 
 
+class _Lru:
+    """A small least-recently-used map of loaded values."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._items: OrderedDict[tuple, Any] = OrderedDict()
+
+    def get(self, key: tuple, load):
+        if key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key]
+        value = load()
+        self._items[key] = value
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
+        return value
+
+
+class ProblemInputs:
+    """Loaded user models and data sets on the device, kept for the next runs of a sweep:
+    every run (and every worker: batches are gathered from the one array by index) reads the
+    same copy of a data set, and runs of one imported model share its functions, hence their
+    compiled code. Data sets are large: only the two most recently used are kept."""
+
+    def __init__(self, models: int = 8, data: int = 2):
+        self._models, self._data = _Lru(models), _Lru(data)
+
+    def model(self, spec):
+        """``(model, data on the device or None)`` for a model spec (built-ins: themselves)."""
+        from gemsim import problems
+
+        if not isinstance(spec, problems.Imported):
+            return spec, None
+
+        def load():
+            model, data = problems.resolve_model(spec)
+            if data is not None:
+                source = f"data returned by {model.name}"
+                data = problems.to_device(problems.Dataset(**problems.check_arrays(data, source)))
+            return model, data
+
+        return self._models.get((spec,), load)
+
+    def data(self, spec, seed: int):
+        """The data set a spec names, on the device."""
+        from gemsim import problems
+
+        load = lambda: problems.to_device(problems.load_dataset(spec, seed))
+        return self._data.get(problems.dataset_key(spec, seed), load)
+
+
+# One per process, like EXECUTORS below.
+INPUTS = ProblemInputs()
+
+
 def build_problem(scenario: Scenario):
-    """The scenario's problem: data on the device, streams keyed by the seed."""
+    """The scenario's problem: data on the device (shared with the previous runs that read
+    the same data set), streams keyed by the seed."""
     from gemsim import problems
 
     block = require(scenario, "problem")
-    model, dataset = config.problem_args(scenario)
+    model_spec, dataset = config.problem_args(scenario)
+    if isinstance(model_spec, problems.Quadratic):
+        model, data = model_spec, None
+    else:
+        model, data = INPUTS.model(model_spec)
+        if data is not None and dataset is not None:
+            raise problems.ModelError(
+                model.name,
+                "the factory returns its data and the scenario names a dataset too: "
+                "remove problem.dataset (or return the model alone)",
+            )
+        if data is None and dataset is not None:
+            data = INPUTS.data(dataset, scenario.seed)
     return problems.make_problem(
         model,
         dataset,
         batch_size=block.batch_size,
         seed=scenario.seed,
         eval_subset=scenario.eval.subset,
+        data=data,
     )
+
+
+def check_problem(scenario: Scenario) -> None:
+    """What `preflight` checks of a problem: the sizes of a built-in one (its files exist
+    and give them); an imported model or an `arrays` file is loaded (kept for the run) and
+    the model traced on abstract batches. Errors name the field."""
+    from gemsim import problems
+
+    model_spec, dataset = config.problem_args(scenario)
+    user = isinstance(model_spec, problems.Imported) or isinstance(dataset, problems.Arrays)
+    if not user:
+        config.problem_sizes(scenario)
+        return
+    try:
+        build_problem(scenario)
+    except problems.ModelError as exc:
+        raise ValueError(f"problem.model: {exc}") from None
+    except problems.DataError as exc:
+        raise ValueError(f"problem.dataset: {exc}") from None
 
 
 def build_rule(scenario: Scenario):

@@ -2,7 +2,10 @@
 
 Nothing here loads data, compiles a model or imports JAX: the timing model's input needs
 only the problem's sizes (steps per epoch, parameter bytes), which the problem specs know
-without being built (`gemsim.problems.data_shape` and `param_count`).
+without being built (`gemsim.problems.data_shape` and `param_count`). A model imported by
+path is the exception: its parameter count (and, when its factory brings the data, its data
+set's size) is known only by calling its factory, which happens only when the timing needs
+that number (a bandwidth; an epochs budget).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ def build_cluster(
     needs_bytes = net.bandwidth_bytes_per_s is not None and scenario.problem is not None
     needs_steps = scenario.budget.epochs_per_worker is not None
     if sizes is None and (needs_bytes or needs_steps):
-        sizes = problem_sizes(scenario)
+        sizes = problem_sizes(scenario, model_bytes=needs_bytes)
     steps_per_epoch = sizes[0] if sizes is not None else None
     return timing.ClusterSpec(
         workers=_worker_specs(scenario),
@@ -48,18 +51,33 @@ def build_cluster(
     )
 
 
-def problem_sizes(scenario: Scenario) -> tuple[int, int]:
-    """``(steps_per_epoch, model_bytes)`` of the scenario's problem, without building it."""
+def problem_sizes(scenario: Scenario, *, model_bytes: bool = True) -> tuple[int, int]:
+    """``(steps_per_epoch, model_bytes)`` of the scenario's problem, without building it
+    (``model_bytes=False``: 0 bytes, and an imported model is not built for them)."""
     from gemsim import problems
 
     block = scenario.problem
     if block is None:
         raise ValueError("the scenario has no `problem` block")
     model, data = model_spec(block.model), dataset_spec(block.dataset)
+    if isinstance(model, problems.Imported):
+        return _imported_sizes(model, data, block.batch_size, model_bytes)
     shape = problems.data_shape(data) if data is not None else None
     # The quadratic has no data set: an epoch is one step (see problems._quadratic).
     train_size = shape.n_train if shape is not None else block.batch_size
-    return train_size // block.batch_size, 4 * problems.param_count(model, shape)
+    n_bytes = 4 * problems.param_count(model, shape) if model_bytes else 0
+    return train_size // block.batch_size, n_bytes
+
+
+def _imported_sizes(model, data, batch_size: int, model_bytes: bool) -> tuple[int, int]:
+    from gemsim import problems
+
+    if data is not None and not model_bytes:
+        return problems.data_shape(data).n_train // batch_size, 0
+    # The factory must run: for its data's size, or for its parameter count (from the shapes
+    # its init would give; nothing is computed).
+    n_train, n_params = problems.imported_sizes(model, data, batch_size, params=model_bytes)
+    return n_train // batch_size, 4 * n_params
 
 
 def problem_args(scenario: Scenario) -> tuple[problems.ModelSpec, problems.DatasetSpec | None]:

@@ -1,16 +1,45 @@
-"""`problem:` — model, dataset and batch size. A bare name (`model: cnn`) means `{name: cnn}`."""
+"""`problem:` — model, dataset and batch size. A bare name (`model: cnn`) means `{name: cnn}`;
+a model given as `{import: "module:factory", kwargs: {...}}` is the user's own.
+
+Paths (`data_dir`, an `arrays` file, an import's `path`) are relative to the scenario file's
+folder and are recorded absolute; an imported module's file and an `arrays` file are also
+recorded by sha256, so that a run's identity changes with the code and data it used (and
+`--resume` redoes it). Finding the module reads no code: importing it is left to the run.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ._block import Block
 
 
 def _named(data: Any) -> Any:
-    return {"name": data} if isinstance(data, str) else data
+    if isinstance(data, str):
+        return {"name": data}
+    if isinstance(data, dict) and "name" not in data and ("import" in data or "target" in data):
+        return {"name": "import", **data}
+    return data
+
+
+def _resolve(value: str, info: ValidationInfo) -> Path:
+    path = Path(value).expanduser()
+    base = (info.context or {}).get("base_dir")
+    return path if path.is_absolute() or base is None else Path(base) / path
+
+
+def _absolute_dir(value: str | None, info: ValidationInfo) -> str | None:
+    return None if value is None else str(_resolve(value, info).resolve())
 
 
 class CnnModel(Block):
@@ -26,6 +55,21 @@ class LogisticModel(Block):
     name: Literal["logistic"]
 
 
+class ResnetModel(Block):
+    """A CIFAR-style ResNet without batch normalisation (Fixup): depth 6 m + 2."""
+
+    name: Literal["resnet"]
+    depth: Annotated[int, Field(ge=8)] = 20
+    width: PositiveInt = 16
+
+    @field_validator("depth")
+    @classmethod
+    def _six_m_plus_two(cls, value: int) -> int:
+        if (value - 2) % 6:
+            raise ValueError("depth must be 6 m + 2: 8, 14, 20, 26, 32, ...")
+        return value
+
+
 class QuadraticModel(Block):
     name: Literal["quadratic"]
     dim: PositiveInt = 100
@@ -33,8 +77,55 @@ class QuadraticModel(Block):
     noise: Annotated[float, Field(ge=0)] = 0.0
 
 
+class ImportModel(Block):
+    """`{import: "module:factory", kwargs: {...}}`: the factory's model (docs/problems.md).
+    `path` (default: the scenario's folder) is searched before the Python path; `sha256`
+    is filled in with the module file's digest."""
+
+    model_config = ConfigDict(serialize_by_alias=True, validate_by_name=True)
+
+    name: Literal["import"] = "import"
+    target: str = Field(
+        alias="import", pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$"
+    )
+    kwargs: dict[str, Any] = {}
+    path: str | None = None
+    sha256: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _locate(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict):
+            return data
+        target = data.get("import", data.get("target"))
+        if not isinstance(target, str) or ":" not in target:
+            return data  # the field's own check reports it
+        from gemsim.problems import module_digest
+
+        base = (info.context or {}).get("base_dir")
+        folder = data.get("path")
+        if folder is not None:
+            folder = _absolute_dir(str(folder), info)
+        elif base is not None:
+            folder = str(Path(base).resolve())
+        origin, digest = module_digest(target.partition(":")[0], folder)
+        given = data.get("sha256")
+        if given is not None and given != digest:
+            raise ValueError(
+                f"{origin} changed since this configuration was resolved (sha256 "
+                f"{given[:12]}..., now {digest[:12]}...); run from the scenario file again"
+            )
+        return {**data, "path": folder, "sha256": digest}
+
+    def spec(self):
+        from gemsim import problems
+
+        return problems.Imported(self.target, self.kwargs, path=self.path, sha256=self.sha256)
+
+
 ModelBlock = Annotated[
-    CnnModel | MlpModel | LogisticModel | QuadraticModel, Field(discriminator="name")
+    CnnModel | MlpModel | LogisticModel | ResnetModel | QuadraticModel | ImportModel,
+    Field(discriminator="name"),
 ]
 
 
@@ -46,11 +137,60 @@ class DigitsData(Block):
     name: Literal["digits"]
 
 
-class MnistData(Block):
+class _DirData(Block):
+    data_dir: str | None = None
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return _absolute_dir(value, info)
+
+
+class MnistData(_DirData):
     """Full MNIST from IDX files in `data_dir`, or in $GEMSIM_DATA when it is not given."""
 
     name: Literal["mnist"]
-    data_dir: str | None = None
+
+
+class FashionMnistData(_DirData):
+    """Fashion-MNIST's IDX files from `data_dir`, $GEMSIM_DATA/fashion-mnist or
+    /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)."""
+
+    name: Literal["fashion-mnist"]
+
+
+class Cifar10Data(_DirData):
+    """CIFAR-10's python batches from `data_dir` (or its cifar-10-batches-py folder), or
+    $GEMSIM_DATA/cifar-10-batches-py."""
+
+    name: Literal["cifar10"]
+
+
+class ArraysData(Block):
+    """A `.npz` file with x_train, y_train, x_test, y_test (and optionally n_classes)."""
+
+    name: Literal["arrays"]
+    path: str
+    sha256: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _digest(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("path"), str):
+            return data
+        from gemsim.problems import file_sha256
+
+        path = _resolve(data["path"], info).resolve()
+        if not path.is_file():
+            raise ValueError(f"file {str(path)!r} does not exist")
+        digest = file_sha256(path)
+        given = data.get("sha256")
+        if given is not None and given != digest:
+            raise ValueError(
+                f"{str(path)!r} changed since this configuration was resolved (sha256 "
+                f"{given[:12]}..., now {digest[:12]}...); run from the scenario file again"
+            )
+        return {**data, "path": str(path), "sha256": digest}
 
 
 class SyntheticData(Block):
@@ -62,7 +202,14 @@ class SyntheticData(Block):
 
 
 DatasetBlock = Annotated[
-    Mnist5kData | DigitsData | MnistData | SyntheticData, Field(discriminator="name")
+    Mnist5kData
+    | DigitsData
+    | MnistData
+    | FashionMnistData
+    | Cifar10Data
+    | ArraysData
+    | SyntheticData,
+    Field(discriminator="name"),
 ]
 
 
@@ -83,6 +230,8 @@ class ProblemBlock(Block):
 
     @model_validator(mode="after")
     def _needs_data(self):
+        if isinstance(self.model, ImportModel):
+            return self  # its factory may bring the data: checked when it is built
         needs = not isinstance(self.model, QuadraticModel)
         if needs and self.dataset is None:
             raise ValueError(f"model {self.model.name!r} needs a `dataset` (mnist-5k, digits, ...)")
@@ -101,11 +250,16 @@ def model_spec(block: ModelBlock):
         return problems.Mlp(hidden=tuple(block.hidden))
     if isinstance(block, LogisticModel):
         return problems.Logistic()
+    if isinstance(block, ResnetModel):
+        return problems.Resnet(depth=block.depth, width=block.width)
+    if isinstance(block, ImportModel):
+        return block.spec()
     return problems.Quadratic(dim=block.dim, condition=block.condition, noise=block.noise)
 
 
 def dataset_spec(block: DatasetBlock | None):
-    """The problems stage's typed dataset spec for a `dataset:` block (None for quadratic)."""
+    """The problems stage's typed dataset spec for a `dataset:` block (None for quadratic, or
+    for an imported model whose factory brings its data)."""
     from gemsim import problems
 
     if block is None:
@@ -116,6 +270,12 @@ def dataset_spec(block: DatasetBlock | None):
         return problems.Digits()
     if isinstance(block, MnistData):
         return problems.Mnist(data_dir=block.data_dir)
+    if isinstance(block, FashionMnistData):
+        return problems.FashionMnist(data_dir=block.data_dir)
+    if isinstance(block, Cifar10Data):
+        return problems.Cifar10(data_dir=block.data_dir)
+    if isinstance(block, ArraysData):
+        return problems.Arrays(block.path, sha256=block.sha256)
     return problems.Synthetic(
         n_train=block.n_train, n_test=block.n_test, dim=block.dim, classes=block.classes
     )

@@ -12,9 +12,14 @@ Image sets keep their 2-D shape ``[N, H, W]`` (models flatten as needed).
   deviation of the training split's pixels (the same idea as MNIST's
   constants).
 - ``mnist``: the standard 60,000 / 10,000 split of the IDX files.
+- ``fashion-mnist``: the standard 60,000 / 10,000 split of its IDX files.
+- ``cifar10``: the five training batches (50,000) and the test batch (10,000), NHWC
+  ``[N, 32, 32, 3]``, normalised per channel (see ``_cifar.py``).
+- ``arrays``: a user's ``.npz`` file, checked (see ``_npz.py``).
 - ``synthetic``: generated from the seed (see :class:`Synthetic`).
 
-MNIST pixels are mapped as ``(p / 255 - 0.1307) / 0.3081``.
+MNIST pixels are mapped as ``(p / 255 - 0.1307) / 0.3081``, Fashion-MNIST's as
+``(p / 255 - 0.2860) / 0.3530`` (its training pixels' mean and standard deviation).
 """
 
 from __future__ import annotations
@@ -25,15 +30,28 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._data_files import mnist_files
+from ._cifar import read_cifar10
+from ._data_files import fashion_mnist_files, mnist_files
 from ._idx import read_idx
 from ._keys import KeyTag, host_rng
-from ._specs import DatasetSpec, Digits, Mnist, Mnist5k, Synthetic
+from ._npz import read_arrays
+from ._specs import Arrays, Cifar10, DatasetSpec, Digits, FashionMnist, Mnist, Mnist5k, Synthetic
 
-__all__ = ["MNIST_MEAN", "MNIST_STD", "SPLIT_SEED", "Dataset", "load_dataset"]
+__all__ = [
+    "FASHION_MEAN",
+    "FASHION_STD",
+    "MNIST_MEAN",
+    "MNIST_STD",
+    "SPLIT_SEED",
+    "Dataset",
+    "dataset_key",
+    "load_dataset",
+]
 
 MNIST_MEAN = 0.1307
 MNIST_STD = 0.3081
+FASHION_MEAN = 0.2860
+FASHION_STD = 0.3530
 SPLIT_SEED = 180508469
 """Seed of the fixed train/test splits (the GEM paper's arXiv number; any constant would do)."""
 TEST_FRACTION = 0.2
@@ -49,9 +67,11 @@ class Dataset(NamedTuple):
     n_classes: int
 
 
-def normalise_mnist(pixels: np.ndarray) -> np.ndarray:
+def normalise_mnist(
+    pixels: np.ndarray, mean: float = MNIST_MEAN, std: float = MNIST_STD
+) -> np.ndarray:
     """Maps raw MNIST pixel values in [0, 255] to float32 with the usual constants."""
-    return ((np.asarray(pixels, np.float32) / 255.0 - MNIST_MEAN) / MNIST_STD).astype(np.float32)
+    return ((np.asarray(pixels, np.float32) / 255.0 - mean) / std).astype(np.float32)
 
 
 def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, ...]:
@@ -124,17 +144,35 @@ def _check_mnist_pair(images: np.ndarray, labels: np.ndarray, paths: tuple[Path,
         raise ValueError(f"{paths[1]}: labels must be digits 0-9, found {int(labels.max())}")
 
 
-def load_mnist(spec: Mnist) -> Dataset:
-    """The full MNIST IDX files (plain or gzipped) from the spec's directory."""
-    paths = mnist_files(spec)
+def _load_idx_set(paths: list[Path], mean: float, std: float) -> Dataset:
     arrays = [read_idx(p) for p in paths]
     _check_mnist_pair(arrays[0], arrays[1], (paths[0], paths[1]))
     _check_mnist_pair(arrays[2], arrays[3], (paths[2], paths[3]))
     x_train, y_train, x_test, y_test = arrays
-    as_labels = lambda a: a.astype(np.int32)
-    return Dataset(
-        normalise_mnist(x_train), as_labels(y_train), normalise_mnist(x_test), as_labels(y_test), 10
-    )
+    pixels = lambda a: normalise_mnist(a, mean, std)
+    labels = lambda a: a.astype(np.int32)
+    return Dataset(pixels(x_train), labels(y_train), pixels(x_test), labels(y_test), 10)
+
+
+def load_mnist(spec: Mnist) -> Dataset:
+    """The full MNIST IDX files (plain or gzipped) from the spec's directory."""
+    return _load_idx_set(mnist_files(spec), MNIST_MEAN, MNIST_STD)
+
+
+def load_fashion_mnist(spec: FashionMnist) -> Dataset:
+    """Fashion-MNIST's IDX files (plain or gzipped), found as :class:`FashionMnist` says."""
+    return _load_idx_set(fashion_mnist_files(spec), FASHION_MEAN, FASHION_STD)
+
+
+def load_cifar10(spec: Cifar10) -> Dataset:
+    """CIFAR-10's python batches, normalised per channel."""
+    return Dataset(*read_cifar10(spec), 10)
+
+
+def load_arrays(spec: Arrays) -> Dataset:
+    """A user's ``.npz`` file, checked; ``n_classes`` is 0 for float targets."""
+    a = read_arrays(spec)
+    return Dataset(a["x_train"], a["y_train"], a["x_test"], a["y_test"], a["n_classes"])
 
 
 def make_synthetic(spec: Synthetic, seed: int) -> Dataset:
@@ -167,8 +205,22 @@ def load_dataset(spec: DatasetSpec, seed: int) -> Dataset:
             return load_digits()
         case Mnist():
             return load_mnist(spec)
+        case FashionMnist():
+            return load_fashion_mnist(spec)
+        case Cifar10():
+            return load_cifar10(spec)
+        case Arrays():
+            return load_arrays(spec)
         case Synthetic():
             return make_synthetic(spec, seed)
     raise TypeError(
-        f"unknown dataset spec {spec!r}; expected one of Mnist5k, Digits, Mnist, Synthetic"
+        f"unknown dataset spec {spec!r}; expected one of Mnist5k, Digits, Mnist, FashionMnist, "
+        "Cifar10, Arrays, Synthetic"
     )
+
+
+def dataset_key(spec: DatasetSpec, seed: int) -> tuple:
+    """What a data set's arrays depend on: its spec, and the seed only for generated data
+    without a ``data_seed`` (runs with equal keys can share one copy of the arrays)."""
+    depends = isinstance(spec, Synthetic) and spec.data_seed is None
+    return (spec, seed if depends else None)

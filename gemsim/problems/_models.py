@@ -10,7 +10,8 @@ from gemsim.types import PyTree
 
 from ._cnn import cnn_model
 from ._layers import Model, dense, dense_layout, fan_in_uniform_init
-from ._specs import Cnn, Logistic, Mlp, ModelSpec
+from ._resnet import resnet_model
+from ._specs import Cnn, Logistic, Mlp, ModelSpec, Resnet
 
 __all__ = ["build_model", "mlp_model"]
 
@@ -52,4 +53,6 @@ def build_model(spec: ModelSpec, input_shape: tuple[int, ...], n_classes: int) -
             return mlp_model(hidden, n_inputs, n_classes)
         case Logistic():
             return mlp_model((), n_inputs, n_classes)
-    raise TypeError(f"{spec!r} is not a classifier spec; expected Cnn, Mlp or Logistic")
+        case Resnet():
+            return resnet_model(spec, input_shape, n_classes)
+    raise TypeError(f"{spec!r} is not a classifier spec; expected Cnn, Mlp, Logistic or Resnet")

@@ -7,30 +7,41 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from gemsim.types import PyTree
 
-from . import _classification, _quadratic
+from . import _quadratic, _supervised
 from ._batch import Batch
-from ._datasets import load_dataset
+from ._datasets import Dataset, load_dataset
+from ._imports import ModelError
 from ._keys import KeyTag, derive_key
+from ._models import build_model
+from ._npz import DataError, check_arrays, npz_headers
+from ._sizes import DataShape, data_shape, param_count
 from ._specs import (
+    Arrays,
+    Cifar10,
     Cnn,
     DatasetSpec,
     Digits,
+    FashionMnist,
+    Imported,
     Logistic,
     Mlp,
     Mnist,
     Mnist5k,
     ModelSpec,
     Quadratic,
+    Resnet,
     Synthetic,
 )
+from ._user import UserModel, as_user_model, check_user_model, load_model
 
-__all__ = ["Problem", "make_problem"]
+__all__ = ["Problem", "imported_sizes", "make_problem"]
 
-_MODEL_TYPES = (Cnn, Mlp, Logistic, Quadratic)
-_DATASET_TYPES = (Mnist5k, Digits, Mnist, Synthetic)
+_BUILT_IN = (Cnn, Mlp, Logistic, Resnet)
+_DATASET_TYPES = (Mnist5k, Digits, Mnist, FashionMnist, Cifar10, Arrays, Synthetic)
 
 
 @dataclass(frozen=True, eq=False)
@@ -39,7 +50,7 @@ class Problem:
 
     Build it with :func:`make_problem`. The contract the engine relies on:
 
-    - ``init(key) -> params``: a dict pytree of float32 arrays.
+    - ``init(key) -> params``: a pytree of float32 arrays (built-in models: dicts).
     - ``loss(params, batch, key) -> scalar``: training mode (``key`` drives dropout;
       pass ``batch.key``).
     - ``batch(worker, step) -> Batch``: pure and jit/vmap-able; a function of
@@ -58,7 +69,8 @@ class Problem:
     themselves jitted the same way, so eager calls are fast too.
     """
 
-    model: ModelSpec
+    model: ModelSpec | UserModel
+    """A built-in model's spec, or the user's model (an ``Imported`` spec is loaded into one)."""
     dataset: DatasetSpec | None
     batch_size: int
     train_size: int
@@ -70,7 +82,7 @@ class Problem:
     input_shape: tuple[int, ...]
     """Shape of one input example (quadratic: ``(dim,)``)."""
     n_classes: int
-    """Number of classes (quadratic: 0)."""
+    """Number of classes (quadratic and float targets: 0)."""
     data: dict[str, Any] = field(repr=False)
     """Device arrays and keys (training set, evaluation chunks, stream keys)."""
     init_params: PyTree = field(repr=False)
@@ -127,14 +139,12 @@ class _Kind(NamedTuple):
     evaluate: Callable[..., dict[str, jax.Array]]
 
 
-_CLASSIFIER = _Kind(
-    _classification.init, _classification.loss, _classification.batch, _classification.evaluate
-)
+_SUPERVISED = _Kind(_supervised.init, _supervised.loss, _supervised.batch, _supervised.evaluate)
 _QUADRATIC = _Kind(_quadratic.init, _quadratic.loss, _quadratic.batch, _quadratic.evaluate)
 
 
 def _kind(problem: Problem) -> _Kind:
-    return _QUADRATIC if isinstance(problem.model, Quadratic) else _CLASSIFIER
+    return _QUADRATIC if isinstance(problem.model, Quadratic) else _SUPERVISED
 
 
 _init_jit = jax.jit(lambda p, key: _kind(p).init(p, key))
@@ -144,17 +154,22 @@ _evaluate_jit = jax.jit(lambda p, params: _kind(p).evaluate(p, params))
 
 
 def _check_args(
-    model: object, dataset: object, batch_size: object, seed: object, eval_subset: object
+    model: object,
+    dataset: object,
+    batch_size: object,
+    seed: object,
+    eval_subset: object,
+    data: object = None,
 ) -> None:
-    if not isinstance(model, _MODEL_TYPES):
-        raise TypeError(f"model must be Cnn, Mlp, Logistic or Quadratic, got {model!r}")
     if isinstance(model, Quadratic) and dataset is not None:
         raise ValueError(f"model quadratic takes no dataset (pass None), got {dataset!r}")
-    if not isinstance(model, Quadratic) and not isinstance(dataset, _DATASET_TYPES):
+    if isinstance(model, _BUILT_IN) and data is None and not isinstance(dataset, _DATASET_TYPES):
         raise ValueError(
-            f"model {type(model).__name__} needs a dataset (Mnist5k, Digits, Mnist or "
-            f"Synthetic), got {dataset!r}"
+            f"model {type(model).__name__} needs a dataset (Mnist5k, Digits, Mnist, "
+            f"FashionMnist, Cifar10, Arrays or Synthetic), got {dataset!r}"
         )
+    if dataset is not None and not isinstance(dataset, _DATASET_TYPES):
+        raise ValueError(f"make_problem: dataset must be a dataset spec or None, got {dataset!r}")
     for name, value, low, high in (
         ("batch_size", batch_size, 1, None),
         ("seed", seed, 0, 2**32 - 1),
@@ -166,47 +181,139 @@ def _check_args(
             raise ValueError(f"make_problem: {name} must be {allowed}, got {value!r}")
 
 
+def resolve_model(model: object) -> tuple[ModelSpec | UserModel, object]:
+    """``(model, data its factory returned or None)``: built-in specs as they are, an
+    :class:`Imported` spec loaded, any other object checked against the contract."""
+    if isinstance(model, (*_BUILT_IN, Quadratic, UserModel)):
+        return model, None
+    if isinstance(model, Imported):
+        return load_model(model)
+    return as_user_model(model), None
+
+
+def _resolve_data(model, dataset, seed: int, data, factory_data) -> Dataset:
+    if factory_data is not None and (dataset is not None or data is not None):
+        raise ModelError(
+            model.name, "the factory returned data and a dataset is given too: keep one"
+        )
+    if factory_data is not None:
+        data = Dataset(**check_arrays(factory_data, f"data returned by {model.name}"))
+    elif data is None:
+        if dataset is None:
+            raise DataError(
+                model.name if isinstance(model, UserModel) else repr(model),
+                "no data: give a dataset, or return (model, data) from the factory",
+            )
+        data = load_dataset(dataset, seed)
+    elif not isinstance(data, Dataset):
+        data = Dataset(**check_arrays(data, "make_problem(data=...)"))
+    return data
+
+
+def _n_params(model, data: Dataset, batch_size: int) -> int:
+    shape = DataShape(
+        len(data.y_train), len(data.y_test), tuple(data.x_train.shape[1:]), data.n_classes
+    )
+    if isinstance(model, UserModel):
+        y = (tuple(data.y_train.shape[1:]), data.y_train.dtype)
+        return check_user_model(model, shape.input_shape, y, batch_size, data.n_classes)
+    if data.n_classes < 1:
+        raise DataError(
+            repr(model),
+            f"model {type(model).__name__.lower()} needs integer class "
+            "labels; this data set has float targets",
+        )
+    build_model(model, shape.input_shape, shape.n_classes)  # checks the input shape
+    return param_count(model, shape)
+
+
+def _supervised_fields(model, dataset, batch_size: int, seed: int, eval_subset: int, data):
+    model, factory_data = resolve_model(model)
+    data = _resolve_data(model, dataset, seed, data, factory_data)
+    if batch_size > len(data.y_train):
+        raise ValueError(
+            f"make_problem: batch_size {batch_size} exceeds the {len(data.y_train)} training "
+            f"examples of {dataset if dataset is not None else 'the data'!r}"
+        )
+    n_params = _n_params(model, data, batch_size)
+    return model, _supervised.build(data, batch_size, seed, eval_subset, n_params)
+
+
 def make_problem(
-    model: ModelSpec,
+    model: ModelSpec | UserModel | object,
     dataset: DatasetSpec | None,
     batch_size: int,
     seed: int,
     eval_subset: int = 1000,
+    *,
+    data: Dataset | dict | None = None,
 ) -> Problem:
     """Builds a problem: loads the data onto the device and fixes every random stream.
 
     Args:
-      model: ``Cnn()``, ``Mlp(hidden)``, ``Logistic()`` or ``Quadratic(...)``.
-      dataset: ``Mnist5k()``, ``Digits()``, ``Mnist(data_dir)`` or ``Synthetic(...)``;
-        None for ``Quadratic``.
+      model: ``Cnn()``, ``Mlp(hidden)``, ``Logistic()``, ``Resnet(depth)`` or
+        ``Quadratic(...)``; ``Imported("module:factory", kwargs)``; or a model object (any
+        object with ``init`` and ``loss``, see docs/problems.md; a :class:`UserModel`).
+      dataset: ``Mnist5k()``, ``Digits()``, ``Mnist(data_dir)``, ``FashionMnist()``,
+        ``Cifar10(data_dir)``, ``Arrays(path)`` or ``Synthetic(...)``; None for
+        ``Quadratic`` and for a model whose factory returns its data.
       batch_size: mini-batch size b (at most the training-set size).
       seed: in ``[0, 2**32)``; fixes the initial parameters, every worker's
         shuffling and dropout, the quadratic's noise, the evaluation subset and
         synthetic data (JAX keys would silently collide above 32 bits).
       eval_subset: training examples ``evaluate`` measures (capped at the
         training-set size).
+      data: the data set's arrays, already loaded (a :class:`Dataset`, whose arrays may be
+        on the device: problems built with the same ``Dataset`` share one copy), or a
+        mapping of ``x_train, y_train, x_test, y_test`` (checked); None: load ``dataset``.
 
     Returns:
       The :class:`Problem`.
 
     Raises:
       ValueError / TypeError: a bad argument (the message names it and what is allowed).
-      FileNotFoundError: MNIST files are missing (the message says how to get them).
+      ModelError / DataError: a user model or data set breaks the contract.
+      FileNotFoundError: data files are missing (the message says how to get them).
     """
-    _check_args(model, dataset, batch_size, seed, eval_subset)
+    _check_args(model, dataset, batch_size, seed, eval_subset, data)
     if isinstance(model, Quadratic):
         fields = _quadratic.build(model, batch_size, seed)
     else:
-        data = load_dataset(dataset, seed)
-        if batch_size > len(data.y_train):
-            raise ValueError(
-                f"make_problem: batch_size {batch_size} exceeds the {len(data.y_train)} training "
-                f"examples of {dataset!r}"
-            )
-        fields = _classification.build(model, data, batch_size, seed, eval_subset)
+        model, fields = _supervised_fields(model, dataset, batch_size, seed, eval_subset, data)
     problem = Problem(
         model=model, dataset=dataset, batch_size=batch_size, init_params=None, **fields
     )
     # Through the jitted method, so that problems with the same static fields
     # share one compiled initialiser.
     return replace(problem, init_params=problem.init(derive_key(seed, KeyTag.INIT)))
+
+
+def _label_example(dataset: DatasetSpec) -> tuple[tuple[int, ...], Any]:
+    """Shape of one label and its dtype, without loading the data."""
+    if isinstance(dataset, Arrays):
+        shape, dtype = npz_headers(dataset)["y_train"]
+        return shape[1:], jnp.int32 if dtype.kind in "biu" else jnp.float32
+    return (), jnp.int32
+
+
+def imported_sizes(
+    model: Imported, dataset: DatasetSpec | None, batch_size: int, *, params: bool = True
+) -> tuple[int, int]:
+    """``(training examples, parameters)`` of an imported model without building the
+    problem: the factory runs (its data, if it brings some, is checked) and its functions are
+    traced on abstract batches; ``params=False`` skips the tracing (0 parameters)."""
+    user, factory_data = load_model(model)
+    if factory_data is not None:
+        data = Dataset(**check_arrays(factory_data, f"data returned by {user.name}"))
+        x, y = tuple(data.x_train.shape[1:]), (tuple(data.y_train.shape[1:]), data.y_train.dtype)
+        n_train, n_classes = len(data.y_train), data.n_classes
+    elif dataset is not None:
+        shape = data_shape(dataset)
+        x, y = shape.input_shape, _label_example(dataset)
+        n_train, n_classes = shape.n_train, shape.n_classes
+    else:
+        raise DataError(
+            user.name, "no data: give a dataset, or return (model, data) from the factory"
+        )
+    n_params = check_user_model(user, x, y, batch_size, n_classes) if params else 0
+    return n_train, n_params

@@ -3,8 +3,11 @@
 The timing model needs two numbers from the problem: steps per epoch (an epochs budget) and
 the parameters' bytes (a network with a bandwidth). `gemsim trace` must not pay for loading a
 data set or compiling a model to learn them, so they come from the specs: fixed sizes of the
-bundled sets, the header of file-based ones, and parameter counts from the layer shapes. A
-test checks each against the built problem.
+bundled sets, the headers of file-based ones (IDX headers, CIFAR-10's `batches.meta`, the
+`.npy` headers inside an `.npz`; its class count needs the labels alone), and parameter counts
+from the layer shapes. Models imported by path are the exception: their size is known only by
+building them (see `_user.py`), which gemsim does only when a bandwidth needs it. A test
+checks each against the built problem.
 """
 
 from __future__ import annotations
@@ -12,21 +15,30 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._data_files import mnist_files
+import numpy as np
+
+from ._cifar import cifar10_sizes
+from ._data_files import fashion_mnist_files, mnist_files
 from ._idx import read_idx_shape
+from ._npz import DataError, npz_headers
+from ._resnet_layout import resnet_param_count
 from ._specs import (
     CNN_CHANNELS,
     CNN_HIDDEN,
     CNN_KERNEL,
+    Arrays,
+    Cifar10,
     Cnn,
     DatasetSpec,
     Digits,
+    FashionMnist,
     Logistic,
     Mlp,
     Mnist,
     Mnist5k,
     ModelSpec,
     Quadratic,
+    Resnet,
     Synthetic,
 )
 
@@ -57,10 +69,34 @@ def data_shape(spec: DatasetSpec) -> DataShape:
         return _BUNDLED[type(spec)]
     if isinstance(spec, Synthetic):
         return DataShape(spec.n_train, spec.n_test, (spec.dim,), spec.classes)
-    if isinstance(spec, Mnist):
-        train, _, test, _ = (read_idx_shape(p) for p in mnist_files(spec))
+    if isinstance(spec, Mnist | FashionMnist):
+        files = mnist_files(spec) if isinstance(spec, Mnist) else fashion_mnist_files(spec)
+        train, _, test, _ = (read_idx_shape(p) for p in files)
         return DataShape(train[0], test[0], tuple(train[1:]), 10)
+    if isinstance(spec, Cifar10):
+        n_train, n_test = cifar10_sizes(spec)
+        return DataShape(n_train, n_test, (32, 32, 3), 10)
+    if isinstance(spec, Arrays):
+        return _arrays_shape(spec)
     raise TypeError(f"no known sizes for dataset spec {spec!r}")
+
+
+def _arrays_shape(spec: Arrays) -> DataShape:
+    """From the ``.npy`` headers; the class count needs the labels (or ``n_classes``) only."""
+    headers = npz_headers(spec)
+    (x_train, _), (x_test, _) = headers["x_train"], headers["x_test"]
+    if headers["y_train"][1].kind not in "biu":
+        n_classes = 0
+    elif "n_classes" in headers:
+        with np.load(spec.path) as npz:
+            n_classes = int(npz["n_classes"])
+    else:
+        with np.load(spec.path) as npz:
+            labels = [npz[name] for name in ("y_train", "y_test")]
+        if any(y.size == 0 for y in labels):
+            raise DataError(f"arrays {spec.path}", "y_train and y_test must not be empty")
+        n_classes = max(int(y.max()) for y in labels) + 1
+    return DataShape(x_train[0], x_test[0], tuple(x_train[1:]), n_classes)
 
 
 def _dense(n_in: int, n_out: int) -> int:
@@ -84,4 +120,7 @@ def param_count(model: ModelSpec, data: DataShape | None) -> int:
         conv = sum(k * k * c_in * c_out + c_out for c_in, c_out in convs)
         sizes = (*CNN_HIDDEN, data.n_classes)
         return conv + sum(_dense(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+    if isinstance(model, Resnet):
+        channels = data.input_shape[2] if len(data.input_shape) == 3 else 1
+        return resnet_param_count(model, channels, data.n_classes)
     raise TypeError(f"no known parameter count for model spec {model!r}")

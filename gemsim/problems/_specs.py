@@ -8,21 +8,31 @@ static (compile-time) metadata of a :class:`~gemsim.problems.Problem`.
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 from gemsim._checks import check_int, check_real
 
 __all__ = [
+    "Arrays",
+    "Cifar10",
     "Cnn",
     "DatasetSpec",
     "Digits",
+    "FashionMnist",
+    "Imported",
     "Logistic",
     "Mlp",
     "Mnist",
     "Mnist5k",
     "ModelSpec",
     "Quadratic",
+    "Resnet",
     "Synthetic",
 ]
 
@@ -105,7 +115,112 @@ class Quadratic:
         _check_float("Quadratic", "noise", self.noise, 0.0)
 
 
-ModelSpec = Cnn | Mlp | Logistic | Quadratic
+@dataclass(frozen=True)
+class Resnet:
+    """A CIFAR-style residual network (He et al. 2016, arXiv 1512.03385, section 4.2).
+
+    ``depth = 6 m + 2``: a 3x3 convolution, three stages of ``m`` residual blocks (two 3x3
+    convolutions each) with ``width``, ``2 width`` and ``4 width`` channels (the first block
+    of stages 2 and 3 halves the resolution, its shortcut subsamples and pads channels with
+    zeros: the paper's option A), global average pooling and a dense layer. ResNet-8 and
+    ResNet-20 have 74,841 and 268,407 parameters on 32x32x3 inputs with 10 classes.
+
+    No batch normalisation: its running statistics would be state outside the parameters
+    that each asynchronous worker keeps for itself and the parameter server never sees.
+    Instead the network follows Fixup (Zhang, Dauphin and Ma 2019, arXiv 1901.09321): each
+    block's second convolution and the dense layer start at zero, the first convolution's
+    He initialisation is scaled by ``L ** -0.5`` (L residual blocks), and scalar biases and
+    a scalar multiplier per block stand in for normalisation's affine part.
+    """
+
+    depth: int = 20
+    """Layers with weights: 8, 14, 20, 26, 32, ... (6 m + 2)."""
+    width: int = 16
+    """Channels of the first stage."""
+
+    def __post_init__(self) -> None:
+        _check_int("Resnet", "depth", self.depth, 8)
+        if (self.depth - 2) % 6:
+            raise ValueError(
+                f"Resnet: depth must be 6 m + 2 (8, 14, 20, 26, 32, ...), got {self.depth}"
+            )
+        _check_int("Resnet", "width", self.width, 1)
+
+    @property
+    def blocks_per_stage(self) -> int:
+        return (self.depth - 2) // 6
+
+
+_TARGET = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def _frozen_json(owner: str, value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{owner}: kwargs must be JSON values (numbers, strings, lists, "
+            f"tables), got {value!r} ({exc})"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Imported:
+    """A model (and optionally its data) from a factory named by import path.
+
+    ``target`` is ``"module:factory"`` (both may be dotted); the factory is called with
+    ``kwargs`` and returns an object meeting the problem contract (docs/problems.md), or a
+    pair ``(model, data)`` where ``data`` maps ``x_train, y_train, x_test, y_test`` to arrays.
+    The module is looked up in ``path`` first (a folder; scenario files default it to their
+    own folder), then on ``sys.path``. ``sha256`` is the module file's digest when the spec
+    was made: importing a module whose file no longer matches is an error, so a run never
+    uses other code than the one its identity records.
+    """
+
+    target: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    path: str | None = None
+    sha256: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.target, str) or not _TARGET.match(self.target):
+            raise ValueError(
+                f"Imported: target must look like 'module:factory' (dotted names allowed), "
+                f"got {self.target!r}"
+            )
+        if not isinstance(self.kwargs, Mapping) or not all(isinstance(k, str) for k in self.kwargs):
+            raise ValueError(
+                f"Imported: kwargs must be a mapping with string keys, got {self.kwargs!r}"
+            )
+        _frozen_json("Imported", dict(self.kwargs))
+        object.__setattr__(self, "kwargs", MappingProxyType(dict(self.kwargs)))
+        for name in ("path", "sha256"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(
+                    f"Imported: {name} must be a non-empty string or None, got {value!r}"
+                )
+
+    def __hash__(self) -> int:
+        return hash(
+            (self.target, _frozen_json("Imported", dict(self.kwargs)), self.path, self.sha256)
+        )
+
+    @property
+    def module(self) -> str:
+        return self.target.partition(":")[0]
+
+    @property
+    def factory(self) -> str:
+        return self.target.partition(":")[2]
+
+    def describe(self) -> str:
+        """``module:factory(k=v, ...)``, for messages."""
+        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        return f"{self.target}({args})"
+
+
+ModelSpec = Cnn | Mlp | Logistic | Quadratic | Resnet | Imported
 
 # ----------------------------------------------------------------------------- datasets
 
@@ -132,10 +247,7 @@ class Mnist:
     data_dir: str | None = None
 
     def __post_init__(self) -> None:
-        if self.data_dir is not None and (not isinstance(self.data_dir, str) or not self.data_dir):
-            raise ValueError(
-                f"Mnist: data_dir must be a non-empty path or None, got {self.data_dir!r}"
-            )
+        _check_dir("Mnist", self.data_dir)
 
 
 @dataclass(frozen=True)
@@ -167,4 +279,62 @@ class Synthetic:
             _check_int("Synthetic", "data_seed", self.data_seed, 0)
 
 
-DatasetSpec = Mnist5k | Digits | Mnist | Synthetic
+def _check_dir(owner: str, data_dir: object) -> None:
+    if data_dir is not None and (not isinstance(data_dir, str) or not data_dir):
+        raise ValueError(f"{owner}: data_dir must be a non-empty path or None, got {data_dir!r}")
+
+
+@dataclass(frozen=True)
+class FashionMnist:
+    """Zalando's Fashion-MNIST (Xiao, Rasul and Vollgraf 2017, arXiv 1708.07747): 60,000 /
+    10,000 28x28 grey images of 10 kinds of clothing, in MNIST's four IDX files.
+
+    The files (optionally gzipped) are read from ``data_dir``; when it is None, from
+    ``$GEMSIM_DATA/fashion-mnist``, else from ``/usr/share/datasets/fashion-mnist`` (where
+    Debian's ``dataset-fashion-mnist`` package installs them). ``gemsim download
+    fashion-mnist DIR`` fetches them.
+    """
+
+    data_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_dir("FashionMnist", self.data_dir)
+
+
+@dataclass(frozen=True)
+class Cifar10:
+    """CIFAR-10 (Krizhevsky 2009): 50,000 / 10,000 32x32 colour images in 10 classes.
+
+    Read from the python-pickle batches (``data_batch_1`` ... ``data_batch_5``,
+    ``test_batch``, ``batches.meta``) in ``data_dir`` or in its ``cifar-10-batches-py``
+    folder; when ``data_dir`` is None, in ``$GEMSIM_DATA/cifar-10-batches-py``. ``gemsim
+    download cifar10 DIR`` fetches and unpacks them.
+    """
+
+    data_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_dir("Cifar10", self.data_dir)
+
+
+@dataclass(frozen=True)
+class Arrays:
+    """Any data set as a numpy ``.npz`` file with arrays ``x_train, y_train, x_test,
+    y_test`` (and optionally a scalar ``n_classes``).
+
+    Inputs are cast to float32. Integer labels are classes in ``[0, n_classes)`` (default:
+    the largest label + 1); float labels are regression targets (no accuracy). ``sha256``
+    is the file's digest when the spec was made (a changed file is then an error).
+    """
+
+    path: str
+    sha256: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, str) or not self.path:
+            raise ValueError(f"Arrays: path must be a non-empty path, got {self.path!r}")
+        if self.sha256 is not None and (not isinstance(self.sha256, str) or not self.sha256):
+            raise ValueError(f"Arrays: sha256 must be a hex digest or None, got {self.sha256!r}")
+
+
+DatasetSpec = Mnist5k | Digits | Mnist | FashionMnist | Cifar10 | Arrays | Synthetic

@@ -139,7 +139,7 @@ CASES = [
     ("epochs-without-problem", with_("budget", {"epochs_per_worker": 1.0}), "epochs_per_worker"),
     (
         "unknown-model",
-        with_("problem", {"model": "resnet", "dataset": "mnist-5k"}),
+        with_("problem", {"model": "vgg16", "dataset": "mnist-5k"}),
         "problem.model",
     ),
     (

@@ -1,0 +1,186 @@
+"""Problems with a data set: built-in classifiers and user models, their per-worker batches
+and their evaluation.
+
+Both kinds of model reach the same three functions (:class:`Fns`), so streams, evaluation
+and the engine treat them alike. The data set's four arrays are held once on the device and
+read by index: evaluation subsets and test chunks are index arrays (a problem built for
+another seed shares the same arrays, see ``make_problem(data=...)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from gemsim.types import PyTree
+
+from ._batch import Batch
+from ._datasets import Dataset
+from ._keys import KeyTag, derive_key, host_rng
+from ._layers import Model, cross_entropy
+from ._models import build_model
+from ._streams import batch_positions, step_key
+from ._user import UserModel
+
+if TYPE_CHECKING:
+    from ._problem import Problem
+
+EVAL_CHUNK = 1000
+"""Examples per evaluation call: bounds the memory of one forward pass."""
+
+
+class Fns(NamedTuple):
+    """What the problem needs of a model."""
+
+    init: Callable[[jax.Array], PyTree]
+    loss: Callable[[PyTree, jax.Array, jax.Array, jax.Array], jax.Array]
+    sums: Callable[[PyTree, jax.Array, jax.Array], jax.Array]
+    """``[sum of the evaluation loss, number correct]`` over a batch (correct: 0 where
+    accuracy is undefined)."""
+
+
+def _classifier_fns(model: Model) -> Fns:
+    def loss(params, x, y, key):
+        return cross_entropy(model.apply(params, x, key), y)
+
+    def sums(params, x, y):
+        logits = model.apply(params, x, None)
+        log_p = jax.nn.log_softmax(logits, axis=-1)
+        nll = -jnp.take_along_axis(log_p, y[:, None], axis=1)[:, 0]
+        correct = (jnp.argmax(logits, axis=-1) == y).astype(jnp.float32)
+        return jnp.stack([jnp.sum(nll), jnp.sum(correct)])
+
+    return Fns(model.init, loss, sums)
+
+
+def _user_fns(model: UserModel, eval_key: jax.Array, accuracy: bool) -> Fns:
+    def sums(params, x, y):
+        if model.eval_loss is not None:
+            mean = model.eval_loss(params, x, y)
+        else:
+            mean = model.loss(params, x, y, eval_key)
+        total = jnp.asarray(mean, jnp.float32) * jnp.float32(x.shape[0])
+        if not accuracy:
+            return jnp.stack([total, jnp.float32(0.0)])
+        hits = jnp.argmax(model.predict(params, x), axis=-1) == y
+        return jnp.stack([total, jnp.sum(hits.astype(jnp.float32))])
+
+    return Fns(model.init, model.loss, sums)
+
+
+def has_accuracy(problem: Problem) -> bool:
+    """Whether evaluation measures accuracy (classes and, for user models, a ``predict``)."""
+    if isinstance(problem.model, UserModel):
+        return problem.model.predict is not None and problem.n_classes > 0
+    return True
+
+
+def fns(problem: Problem) -> Fns:
+    """The model's functions (built-in specs are turned into functions here, at trace time)."""
+    if isinstance(problem.model, UserModel):
+        return _user_fns(problem.model, problem.data["eval_key"], has_accuracy(problem))
+    return _classifier_fns(build_model(problem.model, problem.input_shape, problem.n_classes))
+
+
+def _chunks(indices: np.ndarray) -> dict[str, jax.Array]:
+    """Whole chunks of EVAL_CHUNK indices (or fewer: all of them) and the remainder."""
+    chunk = min(EVAL_CHUNK, len(indices))
+    n_full = len(indices) // chunk
+    full = indices[: n_full * chunk].reshape(n_full, chunk)
+    return {
+        "full": jnp.asarray(full, jnp.int32),
+        "rest": jnp.asarray(indices[n_full * chunk :], jnp.int32),
+    }
+
+
+def eval_indices(seed: int, train_size: int, eval_subset: int) -> np.ndarray:
+    """The fixed training examples ``evaluate`` measures (sorted; all if the subset is larger)."""
+    k = min(eval_subset, train_size)
+    return np.sort(host_rng(seed, KeyTag.EVAL).choice(train_size, k, replace=False))
+
+
+def to_device(data: Dataset) -> Dataset:
+    """The data set's arrays on the default device (arrays already there are not copied)."""
+    return data._replace(
+        x_train=jnp.asarray(data.x_train, jnp.float32),
+        y_train=jnp.asarray(data.y_train),
+        x_test=jnp.asarray(data.x_test, jnp.float32),
+        y_test=jnp.asarray(data.y_test),
+    )
+
+
+def build(
+    data: Dataset, batch_size: int, seed: int, eval_subset: int, n_params: int
+) -> dict[str, Any]:
+    """The fields of a :class:`Problem` with a data set, but ``init_params``."""
+    device = to_device(data)
+    chosen = eval_indices(seed, len(data.y_train), eval_subset)
+    arrays = {
+        "x_train": device.x_train,
+        "y_train": device.y_train,
+        "x_test": device.x_test,
+        "y_test": device.y_test,
+        "eval": _chunks(chosen),
+        "test": _chunks(np.arange(len(data.y_test))),
+        "stream_key": derive_key(seed, KeyTag.STREAM),
+        "dropout_key": derive_key(seed, KeyTag.DROPOUT),
+        "eval_key": derive_key(seed, KeyTag.EVAL),
+    }
+    return dict(
+        train_size=len(data.y_train),
+        test_size=len(data.y_test),
+        eval_size=len(chosen),
+        n_params=n_params,
+        input_shape=tuple(data.x_train.shape[1:]),
+        n_classes=data.n_classes,
+        data=arrays,
+    )
+
+
+def init(problem: Problem, key: jax.Array) -> PyTree:
+    """Fresh parameters from ``key``."""
+    return fns(problem).init(key)
+
+
+def loss(problem: Problem, params: PyTree, batch: Batch, key: jax.Array) -> jax.Array:
+    """Training-mode mean loss of the batch (``key`` drives dropout)."""
+    return fns(problem).loss(params, batch.x, batch.y, key)
+
+
+def batch(problem: Problem, worker: jax.Array, step: jax.Array) -> Batch:
+    """Worker ``worker``'s mini-batch number ``step`` and its dropout key."""
+    data = problem.data
+    idx = batch_positions(data["stream_key"], worker, step, problem.train_size, problem.batch_size)
+    key = step_key(data["dropout_key"], worker, step)
+    return Batch(data["x_train"][idx], data["y_train"][idx], key)
+
+
+def _split_sums(f: Fns, params: PyTree, x: jax.Array, y: jax.Array, chunks) -> jax.Array:
+    def one_chunk(totals: jax.Array, idx: jax.Array) -> tuple[jax.Array, None]:
+        return totals + f.sums(params, x[idx], y[idx]), None
+
+    totals = jnp.zeros(2, jnp.float32)
+    if chunks["full"].shape[0]:
+        totals, _ = lax.scan(one_chunk, totals, chunks["full"])
+    if chunks["rest"].shape[0]:
+        totals = totals + f.sums(params, x[chunks["rest"]], y[chunks["rest"]])
+    return totals
+
+
+def evaluate(problem: Problem, params: PyTree) -> dict[str, jax.Array]:
+    """Evaluation mode (no dropout): loss on the fixed training subset, test loss and accuracy
+    (nan where undefined: float targets, or a user model without ``predict``)."""
+    f, data = fns(problem), problem.data
+    train = _split_sums(f, params, data["x_train"], data["y_train"], data["eval"])
+    test = _split_sums(f, params, data["x_test"], data["y_test"], data["test"])
+    accuracy = test[1] / problem.test_size if has_accuracy(problem) else jnp.float32(jnp.nan)
+    return {
+        "train_loss": train[0] / problem.eval_size,
+        "test_loss": test[0] / problem.test_size,
+        "test_accuracy": accuracy,
+    }
