@@ -10,19 +10,14 @@ signature when the scenario is loaded. A rule by import path is
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, ValidationInfo, model_validator
 
 from ._block import Block
-from ._imports import (
-    IMPORT_PATTERN,
-    check_kwargs,
-    load_module,
-    optax_transformation,
-    resolve_import,
-)
+from ._code_refs import IMPORT_PATTERN, check_kwargs, load, locate, optax_transformation
 
 if TYPE_CHECKING:
     from gemsim import rules
@@ -48,27 +43,29 @@ class OptaxBlock(Block):
 
 
 class ImportRef(Block):
-    """Where a rule's factory lives: `import` as given; `file` and `sha256` filled in when the
-    scenario is loaded (spawned workers import that file; the hash is part of the run's id)."""
+    """Where a rule's factory lives: `import` as given; `path` (the scenario's folder, when the
+    module is there) and `sha256` (of the module's file) are filled in when the scenario is
+    loaded: worker processes import it from there, and the hash is part of the run's id."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
     target: Annotated[str, Field(alias="import", pattern=IMPORT_PATTERN)]
-    file: str | None = None
+    path: str | None = None
     sha256: str | None = None
 
-    @model_validator(mode="after")
-    def _resolved(self, info: ValidationInfo):
-        if self.file is not None and self.sha256 is not None:
-            return self  # already resolved (a resolved config read back)
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict) or data.get("sha256") is not None:
+            return data  # not a mapping (the field checks report it), or already resolved
+        target = data.get("import", data.get("target"))
+        if not isinstance(target, str) or not re.match(IMPORT_PATTERN, target):
+            return data
         base = (info.context or {}).get("base_dir")
-        _, file, digest = resolve_import(self.target, Path(base) if base else None)
-        object.__setattr__(self, "file", file)
-        object.__setattr__(self, "sha256", digest)
-        return self
+        folder, digest = locate(target, Path(base) if base else None)
+        return {**data, "path": folder, "sha256": digest}
 
     def load(self):
-        module, _, attribute = self.target.partition(":")
-        return getattr(load_module(module, file=self.file), attribute)
+        return load(self.target, self.path, self.sha256)
 
 
 class ImportRuleBlock(Block):

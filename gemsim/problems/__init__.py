@@ -29,7 +29,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "dataset_key",
             "load_dataset",
         ],
-        "._digests": ["file_sha256"],
         "._download": [
             "DATASET_SOURCES",
             "MNIST_FILES",
@@ -39,7 +38,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "download_mnist",
         ],
         "._idx": ["read_idx", "read_idx_shape", "write_idx"],
-        "._imports": ["ModelError", "locate_module", "module_digest"],
+        "._model_imports": ["ModelError"],
+        "gemsim._user_code": ["file_sha256", "locate_module", "module_digest"],
         "._keys": ["KeyTag"],
         "._layers": ["Model", "cross_entropy"],
         "._npz": ["DataError", "check_arrays"],

@@ -20,8 +20,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ._imports import ModelError
 from ._layers import cross_entropy
+from ._model_imports import ModelError
 from ._user import UserModel
 
 __all__ = ["from_equinox", "from_flax_linen", "from_flax_nnx"]

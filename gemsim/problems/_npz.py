@@ -16,8 +16,8 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from gemsim._checks import UserError
+from gemsim._user_code import file_sha256
 
-from ._digests import file_sha256
 from ._specs import Arrays
 
 __all__ = ["ARRAY_NAMES", "DataError", "check_arrays", "npz_headers", "read_arrays"]

@@ -14,8 +14,8 @@ from gemsim.types import PyTree
 from . import _quadratic, _supervised
 from ._batch import Batch
 from ._datasets import Dataset, load_dataset
-from ._imports import ModelError
 from ._keys import KeyTag, derive_key
+from ._model_imports import ModelError
 from ._models import build_model
 from ._npz import DataError, check_arrays, npz_headers
 from ._sizes import DataShape, data_shape, param_count

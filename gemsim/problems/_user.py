@@ -20,7 +20,7 @@ import numpy as np
 
 from gemsim.types import PyTree
 
-from ._imports import ModelError, call_factory, import_factory
+from ._model_imports import ModelError, call_factory, import_factory
 from ._specs import Imported
 
 __all__ = ["UserModel", "as_user_model", "check_user_model", "load_model"]

@@ -90,7 +90,7 @@ def test_a_rule_by_import_path_runs_and_matches_a_numpy_loop(study):
     run_id = json.loads(result.stdout)["run_id"]
     record = read_run(study / "out" / run_id)
     ref = record.manifest["config"]["optimizer"]["rule"]
-    assert ref["import"] == "myrules:scaled" and ref["file"] == str(study / "myrules.py")
+    assert ref["import"] == "myrules:scaled" and ref["path"] == str(study.resolve())
     assert len(ref["sha256"]) == 64
     h = quadratic_curvature(Quadratic(dim=5, condition=4.0))
     expected = _numpy_loop(record.trace, h, 0.1, 0.5)
@@ -111,16 +111,16 @@ def test_changed_rule_code_changes_the_run_identity(study):
 
 
 BAD = [
-    ({"rule": {"import": "nowhere:scaled"}, "lr": 0.1}, "found neither"),
+    ({"rule": {"import": "nowhere:scaled"}, "lr": 0.1}, "module 'nowhere' not found"),
     ({"rule": {"import": "myrules:missing"}, "lr": 0.1}, "no attribute 'missing'"),
     ({"rule": {"import": "myrules:scaled"}, "lr": 0.1, "scael": 2}, "'scael'"),
-    ({"rule": {"import": "myrules:scaled"}}, "needs 'lr'"),
+    ({"rule": {"import": "myrules:scaled"}}, "'lr'"),
     ({"rule": {"import": "myrules:scaled"}, "lr": -1.0}, "lr must be > 0"),
     ({"rule": {"import": "myrules:not_a_rule"}, "lr": 0.1}, "not a gemsim.rules.Rule"),
     ({"rule": {"import": "my rules"}, "lr": 0.1}, "optimizer.rule.import"),
     ({"rule": "local", "inner": {"name": "adamz"}}, "optax has no transformation 'adamz'"),
     ({"rule": "local", "inner": {"name": "adamw", "learning_rat": 0.1}}, "'learning_rat'"),
-    ({"rule": "local", "outer": {"name": "sgd"}}, "needs 'learning_rate'"),
+    ({"rule": "local", "outer": {"name": "sgd"}}, "'learning_rate'"),
     ({"rule": "nosuchrule", "lr": 0.1}, "optimizer"),
 ]
 

@@ -160,7 +160,8 @@ def test_every_example_scenario_validates_and_records_its_module():
     import gemsim
 
     examples = Path(__file__).resolve().parents[2] / "examples"
-    files = sorted(examples.glob("*/scenario.yaml"))
+    # the examples of user models (examples/custom_rule is a rule on the built-in quadratic)
+    files = [p for p in sorted(examples.glob("*/scenario.yaml")) if p.parent.name != "custom_rule"]
     assert len(files) == 4
     for path in files:
         model = gemsim.load_scenario(path).problem.model  # locating imports nothing

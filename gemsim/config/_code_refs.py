@@ -1,0 +1,64 @@
+"""Code a scenario names: a rule factory by import path (`{import: "module:factory"}`), and an
+optax transformation by its constructor (`{name: adamw, learning_rate: 1e-3}`).
+
+Import paths go through `gemsim._user_code` (the same machinery as models): the module is
+looked up beside the scenario first, then in the environment; its file's sha256 is recorded
+in the resolved block, so a run whose code changed gets a new identity, and every process
+that imports it checks the file still has that digest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gemsim._user_code import bind_kwargs, import_target, module_digest
+
+IMPORT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def locate(target: str, base_dir: Path | None) -> tuple[str | None, str]:
+    """``(folder, sha256)`` of the module ``target`` names: the scenario's folder when the
+    module is there, else None (found in the environment). Raises ValueError if not found."""
+    module = target.partition(":")[0]
+    folder = str(Path(base_dir).resolve()) if base_dir is not None else None
+    try:
+        origin, digest = module_digest(module, folder)
+    except ValueError as exc:
+        raise ValueError(exc.problems[-1] if hasattr(exc, "problems") else str(exc)) from None
+    inside = folder is not None and Path(origin).resolve().is_relative_to(folder)
+    return (folder if inside else None), digest
+
+
+def load(target: str, folder: str | None, sha256: str | None):
+    """The object ``target`` names (ValueError saying what failed)."""
+    try:
+        return import_target(target, folder, sha256)
+    except ValueError as exc:
+        raise ValueError(exc.problems[-1] if hasattr(exc, "problems") else str(exc)) from None
+
+
+def check_kwargs(factory: Any, kwargs: dict[str, Any], what: str) -> None:
+    """Refuse keyword arguments ``factory`` does not take (or missing required ones)."""
+    try:
+        bind_kwargs(factory, kwargs, what=what)
+    except ValueError as exc:
+        raise ValueError(exc.problems[-1] if hasattr(exc, "problems") else str(exc)) from None
+
+
+def optax_transformation(name: str, kwargs: dict[str, Any]):
+    """``optax.<name>(**kwargs)``, checked: an optax constructor returning a
+    GradientTransformation, called with arguments its signature takes."""
+    import optax
+
+    factory = getattr(optax, name, None)
+    if factory is None or not callable(factory) or name.startswith("_"):
+        raise ValueError(f"optax has no transformation {name!r} (e.g. sgd, adam, adamw)")
+    check_kwargs(factory, kwargs, f"optax.{name}")
+    try:
+        tx = factory(**kwargs)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"optax.{name}({kwargs}) failed: {exc}") from None
+    if not isinstance(tx, optax.GradientTransformation):
+        raise ValueError(f"optax.{name} does not return a GradientTransformation")
+    return tx
