@@ -21,6 +21,9 @@ from ._server_protocols import PROTOCOL_TYPES, Async, KAsync, KSync, ServerProto
 MAX_COMMITS = 10**8
 """The most commits a simulated trace may hold."""
 
+TINY_SECONDS = 1e-300
+"""A compute law must draw more than this with probability at least one half."""
+
 
 class Discipline(StrEnum):
     """Order in which the parameter server takes waiting commits.
@@ -143,6 +146,14 @@ class WorkerSpec:
             raise ValueError(
                 f"WorkerSpec.compute must have a mean > 0 (a zero compute time never lets "
                 f"virtual time advance), got {self.compute!r}"
+            )
+        if self.compute.survival(TINY_SECONDS) < 0.5:
+            # A law with a positive mean may still draw zero (in floating point) almost
+            # always, e.g. a gamma of tiny shape: time would not advance either.
+            raise ValueError(
+                f"WorkerSpec.compute draws less than {TINY_SECONDS:g} s with probability "
+                f"{1 - self.compute.survival(TINY_SECONDS):.3g}; allowed: laws whose median "
+                f"compute time is at least {TINY_SECONDS:g} s, got {self.compute!r}"
             )
         _set(self, "speed", _real("WorkerSpec", "speed", self.speed, positive=True))
         _set(self, "join_at", _real("WorkerSpec", "join_at", self.join_at, positive=False))

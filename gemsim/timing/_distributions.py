@@ -179,6 +179,11 @@ class Gamma:
     def __init__(self, mean: float, shape: float) -> None:
         _set(self, "mean_s", _number("Gamma", "mean", mean, positive=True))
         _set(self, "shape", _number("Gamma", "shape", shape, positive=True))
+        if not math.isfinite(self.mean_s / self.shape):  # numpy draws with scale mean / shape
+            raise ValueError(
+                f"Gamma.shape must keep the scale mean / shape finite, got shape={shape!r} "
+                f"with mean={mean!r}"
+            )
         _bounded(self)
 
     def __repr__(self) -> str:
@@ -191,7 +196,13 @@ class Gamma:
         """P(draw > x) (the regularised upper incomplete gamma function)."""
         from scipy.special import gammaincc
 
-        return float(gammaincc(self.shape, x * self.shape / self.mean_s))
+        scale = self.mean_s / self.shape
+        z = x / scale
+        if z > 0 or x == 0:
+            return float(gammaincc(self.shape, z))
+        # x / scale underflowed: P(X <= x) ~ (x / scale)^shape / Gamma(shape + 1), in logs
+        log_below = self.shape * (math.log(x) - math.log(scale)) - math.lgamma(self.shape + 1)
+        return max(0.0, 1.0 - math.exp(min(0.0, log_below)))
 
     def mean(self) -> float:
         return self.mean_s
