@@ -179,10 +179,10 @@ class Gamma:
     def __init__(self, mean: float, shape: float) -> None:
         _set(self, "mean_s", _number("Gamma", "mean", mean, positive=True))
         _set(self, "shape", _number("Gamma", "shape", shape, positive=True))
-        if not math.isfinite(self.mean_s / self.shape):  # numpy draws with scale mean / shape
+        if not 0 < self.mean_s / self.shape < math.inf:  # numpy draws with scale mean / shape
             raise ValueError(
-                f"Gamma.shape must keep the scale mean / shape finite, got shape={shape!r} "
-                f"with mean={mean!r}"
+                f"Gamma.shape must keep the scale mean / shape a finite number > 0, got "
+                f"shape={shape!r} with mean={mean!r}"
             )
         _bounded(self)
 
