@@ -15,6 +15,7 @@ import functools
 import hashlib
 import importlib
 import importlib.machinery
+import importlib.util
 import inspect
 import os
 import sys
@@ -60,7 +61,7 @@ def locate_module(name: str, folders: Sequence[str] = ()) -> Path | None:
     for search in ([str(f) for f in folders], None):
         if search is not None and not search:
             continue
-        spec = importlib.machinery.PathFinder.find_spec(parts[0], search)
+        spec = _top_level_spec(parts[0], search)
         for i in range(1, len(parts)):
             if spec is None or not spec.submodule_search_locations:
                 spec = None
@@ -70,6 +71,18 @@ def locate_module(name: str, folders: Sequence[str] = ()) -> Path | None:
         if spec is not None and spec.origin and Path(spec.origin).is_file():
             return Path(spec.origin)
     return None
+
+
+def _top_level_spec(name: str, folders: list[str] | None):
+    """A top-level module's spec: in ``folders``, or through every finder of
+    ``sys.meta_path`` (an editable install's finder is one of them, not a path entry).
+    No code runs: finding a top-level module imports nothing."""
+    if folders is not None:
+        return importlib.machinery.PathFinder.find_spec(name, folders)
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):  # a broken entry in sys.modules, or an invalid name
+        return None
 
 
 def module_digest(
