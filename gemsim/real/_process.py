@@ -12,6 +12,12 @@ process after `restart_after` seconds plus its start-up (import, compile): the r
 worker pulls the central variable of that moment. A worker that dies by itself is seen at
 once (its pipe closes) and recorded; the run goes on with the others. Whatever happens,
 every worker process is stopped and the shared memory released before this returns.
+
+Interrupts: workers start with SIGINT blocked and then ignore it (Ctrl-C reaches the whole
+process group; the server decides), SIGTERM ends one at once. The server's compilations and
+final evaluation run off the main thread (gemsim/real/_background.py), so a KeyboardInterrupt
+or SIGTERM's `Terminated` reaches it within a poll; any exception then kills the workers at
+once (they hold nothing worth saving) rather than asking them to stop.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import heapq
 import multiprocessing as mp
 import os
+import signal
 import time
 from collections.abc import Callable
 from contextlib import ExitStack, contextmanager, suppress
@@ -29,6 +36,7 @@ import numpy as np
 
 from gemsim import timing
 
+from ._background import Background, in_background
 from ._compiled import Compiled
 from ._job import RealJob, RealRun
 from ._server import ServerBook, WorkerEvent
@@ -40,6 +48,7 @@ from ._worker import worker_main
 WORKER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 STARTUP_TIMEOUT_S = 600.0  # import + data + compile of a worker on a loaded machine
 STALL_TIMEOUT_S = 300.0  # a working worker silent this long is declared hung
+STOP_TIMEOUT_S = 5.0  # all workers together, to leave after `stop`; then they are killed
 
 Progress = Callable[[int, int], None]
 
@@ -69,9 +78,8 @@ class ProcessBackend:
 
     def run(self) -> RealRun:
         job = self.job
-        rule, problem = job.build()
-        compiled = Compiled.of(rule, problem, job.n_workers)
-        self.book = ServerBook(compiled, job.spec.budget)
+        self.book = in_background(_prepare, job, name=f"{job.name}-prepare")
+        compiled = self.book.compiled
         started = time.perf_counter()
         with ExitStack() as stack:
             shape_rows = (job.n_workers, compiled.layout.row_size)
@@ -80,17 +88,19 @@ class ProcessBackend:
                 SharedArray.create((job.n_workers, compiled.work_size))
             )
             self.rows.array[:] = self.book.rows
-            stack.callback(self._stop_all)
+            stack.push(self._stop_all)
             for w in range(job.n_workers):
                 self._spawn(w)
-            compiled.warm_up()
+            warm = Background(compiled.warm_up, name=f"{job.name}-warm-up")
             self._await_startup()
+            warm.result()
             self._t0 = time.monotonic()
             self._loop()
             duration = self._clock()
             self._reap()
+        result = in_background(self.book.result, name=f"{job.name}-evaluate")
         return RealRun(
-            result=self.book.result(),
+            result=result,
             trace=self.book.trace(duration),
             events=tuple(self.book.events),
             backend=self.name,
@@ -107,8 +117,8 @@ class ProcessBackend:
             name=f"{self.job.name}-worker-{w}",
             daemon=True,
         )
-        with _environ(XLA_FLAGS=WORKER_XLA_FLAGS, JAX_PLATFORMS="cpu"):
-            process.start()
+        with _environ(XLA_FLAGS=WORKER_XLA_FLAGS, JAX_PLATFORMS="cpu"), _sigint_blocked():
+            process.start()  # the child inherits the blocked SIGINT from its first instruction
         child.close()  # the worker's end lives in the worker only: its death closes the pipe
         self._workers[w] = _Worker(process, parent, "starting", self._clock())
 
@@ -122,17 +132,30 @@ class ProcessBackend:
             if dead:
                 raise RuntimeError(f"worker {dead[0]} died while starting (see its stderr)")
 
-    def _stop_all(self) -> None:
-        for x in self._workers.values():
-            if x.process.is_alive():
-                with suppress(BrokenPipeError, OSError):
-                    x.conn.send(("stop",))
-        for x in self._workers.values():
-            x.process.join(timeout=5)
-            if x.process.is_alive():
-                x.process.kill()
-                x.process.join()
-            x.conn.close()
+    def _stop_all(self, exc_type, exc, tb) -> bool:
+        """Stop every worker: after a normal end, ask (`stop`) and wait, all together, up to
+        STOP_TIMEOUT_S; after an exception (an interrupt, an error), kill at once. Either
+        way none is left running. An exit callback of the run's ExitStack."""
+        try:
+            if exc_type is None:
+                self._ask_to_stop()
+        finally:
+            for x in self._workers.values():
+                if x.process.is_alive():
+                    x.process.kill()
+            for x in self._workers.values():
+                x.process.join(timeout=STOP_TIMEOUT_S)
+                x.conn.close()
+        return False  # the exception, if any, goes on
+
+    def _ask_to_stop(self) -> None:
+        alive = [x for x in self._workers.values() if x.process.is_alive()]
+        for x in alive:
+            with suppress(BrokenPipeError, OSError):
+                x.conn.send(("stop",))
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for x in alive:
+            x.process.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _kill(self, w: int, event: str, detail: str = "") -> None:
         x = self._workers[w]
@@ -293,6 +316,12 @@ class ProcessBackend:
         return 0
 
 
+def _prepare(job: RealJob) -> ServerBook:
+    """The server's rule, problem, traced functions and book (run off the main thread)."""
+    rule, problem = job.build()
+    return ServerBook(Compiled.of(rule, problem, job.n_workers), job.spec.budget)
+
+
 def run_process(job: RealJob, *, progress: Progress | None = None) -> RealRun:
     """Run the job with real worker processes (see the module docstring)."""
     return ProcessBackend(job, progress=progress).run()
@@ -311,3 +340,19 @@ def _environ(**values: str):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@contextmanager
+def _sigint_blocked():
+    """Block SIGINT in this thread while a child is started: the child inherits the mask
+    across exec, so a Ctrl-C during its start-up (importing JAX takes seconds) cannot
+    interrupt it before it sets SIGINT ignored. The parent loses nothing: a SIGINT that comes
+    meanwhile is delivered to another thread or when the mask is restored."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
