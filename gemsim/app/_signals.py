@@ -113,8 +113,13 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
-def ignore_sigint_in_child() -> None:
-    """For the processes of a pool (an `initializer`): Ctrl-C reaches the whole process
-    group, and the parent, not each child, decides how the pool ends (it kills them). SIGTERM
-    keeps its default: a pool process terminated on its own ends at once."""
+def pool_initializer() -> None:
+    """The `initializer` of a process pool whose processes run whole runs (`--jobs N`).
+
+    Ctrl-C reaches the whole process group: a pool process ignores SIGINT, and the parent,
+    interrupted itself, ends the pool (`multiprocessing.Pool.terminate` sends SIGTERM). On
+    SIGTERM a pool process raises `Terminated`, so that the run it holds cleans up as in the
+    parent: its own worker processes killed, its half-written folder removed.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, Interrupts())

@@ -57,7 +57,7 @@ Progress = Callable[[int, int], None]
 class _Worker:
     process: mp.Process
     conn: Connection
-    state: str  # starting | ready | working | stopped | dead
+    state: str  # starting | ready | working | stopped (told to) | exited (after stop) | dead
     since: float  # when the state began (run clock)
 
 
@@ -215,9 +215,9 @@ class ProcessBackend:
             if x.state == "ready":
                 self._go(w, pull=late)
         elif action == "kill":
-            if x.state != "dead":
+            if x.state not in ("stopped", "exited", "dead"):  # a worker done has no failure
                 self._kill(w, "killed", "scheduled failure")
-        elif action == "restart":
+        elif action == "restart" and x.state == "dead":  # not after a kill skipped above
             self._spawn(w)
             self._restarting.add(w)
 
@@ -233,7 +233,10 @@ class ProcessBackend:
         if w in self._restarting:
             self._restarting.discard(w)
             self.book.events.append(WorkerEvent(self._clock(), w, "restarted"))
-        if self._send(w, ("go", self.book.first_step(w))):
+        if not self.book.wants_more(w, self._clock()):  # e.g. its steps were all committed
+            if self._send(w, ("stop",)):
+                x.state = "stopped"
+        elif self._send(w, ("go", self.book.first_step(w))):
             x.state, x.since = "working", self._clock()
 
     def _send(self, w: int, message: tuple) -> bool:
@@ -246,18 +249,18 @@ class ProcessBackend:
         return True
 
     def _receive(self, timeout: float) -> None:
-        live = {x.conn: w for w, x in self._workers.items() if x.state != "dead"}
+        live = {x.conn: w for w, x in self._workers.items() if x.state not in ("exited", "dead")}
         if not live:
             time.sleep(timeout)
             return
         for conn in wait(list(live), timeout=timeout):
             w = live[conn]
+            x = self._workers[w]
             try:
                 message = conn.recv()
             except (EOFError, OSError):
-                self._died(w)
+                (self._exited if x.state == "stopped" else self._died)(w)
                 continue
-            x = self._workers[w]
             if message[0] == "ready":
                 x.state, x.since = "ready", self._clock()
             elif message[0] == "work":
@@ -269,8 +272,19 @@ class ProcessBackend:
         """Record the deaths the loop had no time to see before the run ended."""
         self._receive(timeout=0)
         for w, x in self._workers.items():
-            if x.state != "dead" and not x.process.is_alive():
-                self._died(w)
+            if x.state in ("exited", "dead") or x.process.is_alive():
+                continue
+            (self._exited if x.state == "stopped" else self._died)(w)
+
+    def _exited(self, w: int) -> None:
+        """A worker told to stop has left (its pipe closed): not a death, unless it failed."""
+        x = self._workers[w]
+        x.process.join(timeout=STOP_TIMEOUT_S)
+        if x.process.exitcode not in (0, None):
+            self._died(w)
+            return
+        x.conn.close()
+        x.state = "exited"
 
     def _died(self, w: int) -> None:
         x = self._workers[w]

@@ -58,8 +58,8 @@ class _Server:
 
     def pull(self, w: int):
         """A (re)started worker's first row: the central variable of now, and its
-        incarnation; None when the run is over."""
-        if self.book.done(self.clock()):
+        incarnation; None when the run is over, or the worker's steps are all committed."""
+        if not self.book.wants_more(w, self.clock()):
             return None
         self.incarnation[w] += 1
         return self.book.pull(w).copy(), self.book.first_step(w), int(self.incarnation[w])
