@@ -202,7 +202,7 @@ def _keeping_sigterm_handler():
         if exc.code != signal.SIGTERM or not callable(before):
             raise
         before(signal.SIGTERM, None)  # raises what a SIGTERM raises here
-        raise
+        raise KeyboardInterrupt from exc  # it returned: an interrupt is under way already
     finally:
         signal.signal(signal.SIGTERM, before)
 
