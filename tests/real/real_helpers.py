@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -99,7 +100,7 @@ LAUNCHER = Path(__file__).with_name("launch_cli.py")
 # for a machine 3x slower and loaded, with margin. It only bounds how long a broken run is
 # waited for: a test that reaches its state never waits this long.
 STATE_TIMEOUT_S = 300.0
-POLL_S = 0.05  # how often the family and its shared memory are looked at
+POLL_S = 0.1  # how often the family is looked at (each look scans /proc)
 
 
 class Cli:
@@ -123,7 +124,7 @@ class Cli:
             )
         self.main = psutil.Process(self.proc.pid)
         self.seen = {self.main.pid: self.main}
-        self.shm: set[str] = set()
+        self.mapped: dict[int, set[str]] = {}  # worker pid -> the shared memory it maps
         self.sent_at: float | None = None
 
     def __enter__(self) -> Cli:
@@ -145,8 +146,14 @@ class Cli:
             for p in self.main.children(recursive=True):
                 self.seen.setdefault(p.pid, p)
         for p in self.workers():
-            self.shm |= mapped_shm(p)
+            if len(self.mapped.get(p.pid, ())) < 2:  # the rows and the outbox, once mapped
+                self.mapped[p.pid] = mapped_shm(p)
         return self.alive()
+
+    @property
+    def shm(self) -> set[str]:
+        """Every shared-memory block a worker of the command was seen to map."""
+        return set().union(*self.mapped.values())
 
     def alive(self) -> list[psutil.Process]:
         return [p for p in self.seen.values() if _running(p)]
@@ -204,12 +211,13 @@ class Cli:
 
 
 def mapped_shm(p: psutil.Process) -> set[str]:
-    """Names of the shared-memory blocks (multiprocessing's `psm_*`) the process maps."""
+    """Names of the shared-memory blocks (multiprocessing's `psm_*`) the process maps, from
+    /proc/PID/maps (psutil's memory_maps reads smaps, which costs the kernel far more)."""
     try:
-        paths = [m.path for m in p.memory_maps(grouped=True)]
-    except psutil.Error:
+        maps = Path(f"/proc/{p.pid}/maps").read_text()
+    except OSError:
         return set()
-    return {os.path.basename(x) for x in paths if os.path.basename(x).startswith("psm_")}
+    return set(re.findall(r"/dev/shm/(psm_\w+)", maps))
 
 
 def shm_bytes(names: set[str]) -> bytes | None:

@@ -38,12 +38,12 @@ WORKERS = 2
 IGNORED_FOR_S = 3.0
 
 
-def write_scenario(folder: Path, *, commits, model: str = "quadratic") -> Path:
+def write_scenario(folder: Path, *, commits, model: str = "quadratic", workers=WORKERS) -> Path:
     doc = {
         "name": "interrupted",
         "seed": 3,
         "workers": {
-            "count": WORKERS,
+            "count": workers,
             "compute": {"dist": "exponential", "mean": 0.02},
             "emulate_latency": True,
         },
@@ -68,23 +68,23 @@ def run_args(scenario: Path, backend: str = "process") -> list[str]:
 # --- the states, each reached from outside except the write (milliseconds long) --------
 
 
-def reach_starting(cli: Cli) -> None:
+def reach_starting(cli: Cli, n: int) -> None:
     """Workers spawned, still importing, building or compiling; the server warms up."""
-    cli.wait_until(lambda: len(cli.workers()) == WORKERS, "worker processes")
+    cli.wait_until(lambda: len(cli.workers()) == n, "worker processes")
 
 
-def reach_compiling(cli: Cli) -> None:
+def reach_compiling(cli: Cli, n: int) -> None:
     """Every worker has built its CNN and mapped the run's shared memory, so it is compiling
     its gradient (8 s here) before it says ready; the server compiles its commit meanwhile."""
 
     def compiling() -> bool:
         workers = cli.workers()
-        return len(workers) == WORKERS and all(len(mapped_shm(w)) == 2 for w in workers)
+        return len(workers) == n and all(len(mapped_shm(w)) == 2 for w in workers)
 
     cli.wait_until(compiling, "workers compiling (shared memory mapped)")
 
 
-def reach_running(cli: Cli) -> None:
+def reach_running(cli: Cli, n: int) -> None:
     """The sweep's first run is finished; the second one's workers are committing (the
     shared memory they work on has changed three times)."""
     cli.wait_until(lambda: len(finished(cli.folder / "out")) == 1, "the first run finished")
@@ -92,7 +92,7 @@ def reach_running(cli: Cli) -> None:
 
     def mapped() -> bool:
         workers = cli.workers()
-        if len(workers) == WORKERS and len(mapped_shm(workers[0])) == 2:
+        if len(workers) == n and len(mapped_shm(workers[0])) == 2:
             names.update(mapped_shm(workers[0]))
         return bool(names)
 
@@ -108,7 +108,7 @@ def reach_running(cli: Cli) -> None:
     cli.wait_until(committing, "commits in the second run")
 
 
-def reach_writing(cli: Cli) -> None:
+def reach_writing(cli: Cli, n: int) -> None:
     """launch_cli.py sends the signal while the run folder is written (the sweep's finished
     runs are checked in the `running` state)."""
     cli.wait_until(lambda: SENT in cli.output() or cli.proc.poll() is not None, "the write")
@@ -117,23 +117,24 @@ def reach_writing(cli: Cli) -> None:
 
 
 STATES = {
-    # state: (commits, model, finished runs expected, how it is reached)
-    "starting": (LONG, "quadratic", 0, reach_starting),
-    "compiling": (LONG, "cnn", 0, reach_compiling),
-    "running": ([SHORT, LONG], "quadratic", 1, reach_running),
-    "writing": (SHORT, "quadratic", 0, reach_writing),
+    # state: (commits, model, workers, finished runs expected, how it is reached); one CNN
+    # worker: each builds and compiles the CNN for seconds, and the server does too
+    "starting": (LONG, "quadratic", WORKERS, 0, reach_starting),
+    "compiling": (LONG, "cnn", 1, 0, reach_compiling),
+    "running": ([SHORT, LONG], "quadratic", WORKERS, 1, reach_running),
+    "writing": (SHORT, "quadratic", WORKERS, 0, reach_writing),
 }
 
 
 @pytest.mark.parametrize("name", SIGNALS)
 @pytest.mark.parametrize("state", STATES)
 def test_process_backend_ends_cleanly_on_a_signal(state, name, tmp_path):
-    commits, model, n_finished, reach = STATES[state]
+    commits, model, workers, n_finished, reach = STATES[state]
     signum, group = SIGNALS[name]
-    scenario = write_scenario(tmp_path, commits=commits, model=model)
+    scenario = write_scenario(tmp_path, commits=commits, model=model, workers=workers)
     launcher = ("--signal-at-write", f"{name}:1") if state == "writing" else ()
     with Cli(run_args(scenario), tmp_path, launcher) as cli:
-        reach(cli)
+        reach(cli, workers)
         if state != "writing":
             cli.send(signum, group=group)
         assert_ended_cleanly(cli, signum, SHUTDOWN_BOUND_S, n_finished)
@@ -144,7 +145,7 @@ def test_an_ignored_sigint_stays_ignored_and_sigterm_still_ends_the_run(tmp_path
     survive the terminal's Ctrl-C (workers included) and still stop on SIGTERM."""
     scenario = write_scenario(tmp_path, commits=LONG)
     with Cli(run_args(scenario), tmp_path, ("--sigint", "ignored")) as cli:
-        reach_starting(cli)
+        reach_starting(cli, WORKERS)
         workers = cli.workers()
         cli.send(signal.SIGINT, group=True)
         time.sleep(IGNORED_FOR_S)
