@@ -176,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds per run")
     parser.add_argument("--json", type=Path, help="also write the report as JSON here")
+    parser.add_argument("--logs", type=Path, help="keep each run's output here (run-N.log)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the pytest command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -183,12 +184,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give the command after --, e.g. -- pytest -q tests/real")
     env = environment(args.hogs)
     reports = []
-    with tempfile.TemporaryDirectory(prefix="stress-suite-") as logs, cpu_hogs(args.hogs):
+    with tempfile.TemporaryDirectory(prefix="stress-suite-") as scratch, cpu_hogs(args.hogs):
+        logs = args.logs or Path(scratch)
+        logs.mkdir(parents=True, exist_ok=True)
         for i in range(args.runs):
             launch = args.launch
             if launch == "both":
                 launch = "direct" if i % 2 == 0 else "background"
-            report = one_run(i, command, launch, args.timeout, Path(logs))
+            report = one_run(i, command, launch, args.timeout, logs)
             reports.append(report)
             print(f"run {i} ({launch}, {report.wall_s:.0f} s): {report.summary}", flush=True)
     print(table(reports))
