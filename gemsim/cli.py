@@ -4,6 +4,13 @@ Exit codes: 0 every run finished (`ok`, or `diverged`: a divergence is a result)
 `validate` check failed; 2 a user error (a bad file, field, value or argument; never a
 traceback; checked for every run before the first starts); 3 some run `failed` (its id and
 first error line go to stderr); 130 / 143 interrupted by SIGINT / SIGTERM.
+
+Interrupts: SIGINT (Ctrl-C; unless it was ignored when gemsim started, as in a background
+job of a non-interactive shell) and SIGTERM (what Slurm, Kubernetes and Ray send) end any
+command: `run` on the process backend within 10 s (20 s on Ray, which takes seconds to stop),
+every worker process or actor stopped, shared memory released, no folder written for the run
+in progress, finished run folders of the sweep kept (`--resume` skips them). Further signals
+during that clean-up are ignored.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from gemsim import __version__
 from gemsim._checks import UserError
 
 EXIT_CODES = """Exit codes: 0 every run ok or diverged; 1 a validate check failed; 2 a user error
-(bad file, field, value or argument); 3 some run failed; 130/143 interrupted."""
+(bad file, field, value or argument); 3 some run failed; 130/143 interrupted by SIGINT/SIGTERM
+(within 10 s on the process backend, 20 s on Ray; no process left; finished runs kept)."""
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -84,17 +92,35 @@ def _root(
 
 
 def user_errors(func):
-    """Errors the user can fix: one message on stderr and exit code 2, no traceback."""
+    """Errors the user can fix: one message on stderr and exit code 2, no traceback. Also
+    interrupts: SIGTERM raises like Ctrl-C inside the command, and either ends it with 143 or
+    130 once the clean-up it triggers is done (gemsim/app/_signals.py)."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except UserError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(code=2) from None
+        from gemsim.app._signals import exit_code, exit_now, interruptible
+
+        with interruptible() as interrupts:
+            try:
+                return func(*args, **kwargs)
+            except UserError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(code=2) from None
+            except KeyboardInterrupt as exc:
+                code = exit_code(exc, interrupts)
+                typer.echo(f"interrupted by {_signal_name(code)}: {INTERRUPTED}", err=True)
+                exit_now(code)  # still under our handlers: a second signal changes nothing
 
     return wrapper
+
+
+INTERRUPTED = "stopped cleanly (a run in progress leaves no folder; finished runs are kept)"
+
+
+def _signal_name(code: int) -> str:
+    import signal
+
+    return signal.Signals(code - 128).name
 
 
 def _echo_json(value) -> None:

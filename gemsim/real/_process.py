@@ -16,6 +16,12 @@ the timing model draws for it, stretched by its slowdowns (`timing.EmulatedCompu
 worker that dies by itself is seen at once (its pipe closes) and recorded; the run goes on
 with the others. Whatever happens,
 every worker process is stopped and the shared memory released before this returns.
+
+Interrupts: workers start with SIGINT blocked and then ignore it (Ctrl-C reaches the whole
+process group; the server decides), SIGTERM ends one at once. The server's compilations and
+final evaluation run off the main thread (gemsim/real/_background.py), so a KeyboardInterrupt
+or SIGTERM's `Terminated` reaches it within a poll; any exception then kills the workers at
+once (they hold nothing worth saving) rather than asking them to stop.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import heapq
 import math
 import multiprocessing as mp
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -34,6 +41,7 @@ import numpy as np
 
 from gemsim import timing
 
+from ._background import Background, in_background
 from ._compiled import Compiled
 from ._job import RealJob, RealRun
 from ._server import ServerBook, WorkerEvent
@@ -45,6 +53,7 @@ from ._worker import worker_main
 WORKER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 STARTUP_TIMEOUT_S = 600.0  # import + data + compile of a worker on a loaded machine
 STALL_TIMEOUT_S = 300.0  # a working worker silent this long is declared hung
+STOP_TIMEOUT_S = 5.0  # all workers together, to leave after `stop`; then they are killed
 
 Progress = Callable[[int, int], None]
 
@@ -53,7 +62,7 @@ Progress = Callable[[int, int], None]
 class _Worker:
     process: mp.Process
     conn: Connection
-    state: str  # starting | ready | working | stopped | dead
+    state: str  # starting | ready | working | stopped (told to) | exited (after stop) | dead
     since: float  # when the state began (run clock)
 
 
@@ -74,9 +83,8 @@ class ProcessBackend:
 
     def run(self) -> RealRun:
         job = self.job
-        rule, problem = job.build()
-        compiled = Compiled.of(rule, problem, job.n_workers)
-        self.book = ServerBook(compiled, job.spec.budget)
+        self.book = in_background(_prepare, job, name=f"{job.name}-prepare")
+        compiled = self.book.compiled
         started = time.perf_counter()
         with ExitStack() as stack:
             shape_rows = (job.n_workers, compiled.layout.row_size)
@@ -85,18 +93,20 @@ class ProcessBackend:
                 SharedArray.create((job.n_workers, compiled.work_size))
             )
             self.rows.array[:] = self.book.rows
-            stack.callback(self._stop_all)
+            stack.push(self._stop_all)
             for w, ever in enumerate(timing.ever_up(job.spec, job.seed)):
                 if ever:  # a worker an availability trace holds down for good never starts
                     self._spawn(w)
-            compiled.warm_up()
+            warm = Background(compiled.warm_up, name=f"{job.name}-warm-up")
             self._await_startup()
+            warm.result()
             self._t0 = time.monotonic()
             self._loop()
             duration = self._clock()
             self._reap()
+        result = in_background(self.book.result, name=f"{job.name}-evaluate")
         return RealRun(
-            result=self.book.result(),
+            result=result,
             trace=self.book.trace(duration),
             events=tuple(self.book.events),
             backend=self.name,
@@ -113,8 +123,8 @@ class ProcessBackend:
             name=f"{self.job.name}-worker-{w}",
             daemon=True,
         )
-        with _environ(XLA_FLAGS=WORKER_XLA_FLAGS, JAX_PLATFORMS="cpu"):
-            process.start()
+        with _environ(XLA_FLAGS=WORKER_XLA_FLAGS, JAX_PLATFORMS="cpu"), _sigint_blocked():
+            process.start()  # the child inherits the blocked SIGINT from its first instruction
         child.close()  # the worker's end lives in the worker only: its death closes the pipe
         self._workers[w] = _Worker(process, parent, "starting", self._clock())
 
@@ -128,17 +138,30 @@ class ProcessBackend:
             if dead:
                 raise RuntimeError(f"worker {dead[0]} died while starting (see its stderr)")
 
-    def _stop_all(self) -> None:
-        for x in self._workers.values():
-            if x.process.is_alive():
-                with suppress(BrokenPipeError, OSError):
-                    x.conn.send(("stop",))
-        for x in self._workers.values():
-            x.process.join(timeout=5)
-            if x.process.is_alive():
-                x.process.kill()
-                x.process.join()
-            x.conn.close()
+    def _stop_all(self, exc_type, exc, tb) -> bool:
+        """Stop every worker: after a normal end, ask (`stop`) and wait, all together, up to
+        STOP_TIMEOUT_S; after an exception (an interrupt, an error), kill at once. Either
+        way none is left running. An exit callback of the run's ExitStack."""
+        try:
+            if exc_type is None:
+                self._ask_to_stop()
+        finally:
+            for x in self._workers.values():
+                if x.process.is_alive():
+                    x.process.kill()
+            for x in self._workers.values():
+                x.process.join(timeout=STOP_TIMEOUT_S)
+                x.conn.close()
+        return False  # the exception, if any, goes on
+
+    def _ask_to_stop(self) -> None:
+        alive = [x for x in self._workers.values() if x.process.is_alive()]
+        for x in alive:
+            with suppress(BrokenPipeError, OSError):
+                x.conn.send(("stop",))
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for x in alive:
+            x.process.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def _kill(self, w: int, event: str, detail: str = "") -> None:
         x = self._workers[w]
@@ -194,10 +217,11 @@ class ProcessBackend:
             if x.state == "ready":
                 self._go(w, pull=late)
         elif kind in ("down", "gone"):
-            if x.state != "dead":
+            if x.state not in ("stopped", "exited", "dead"):  # a worker done has no failure
                 self._kill(w, "killed", "scheduled down")
-            if kind == "down" and self.book.wants_more(w, now):  # a spent worker stays down
-                # The new process starts up while the worker is down, to go on at its end.
+            if kind == "down" and x.state == "dead" and self.book.wants_more(w, now):
+                # The new process starts up while the worker is down, to go on at its end
+                # (a spent worker stays down).
                 self._spawn(w)
                 self._restarting.add(w)
                 self._down.add(w)
@@ -217,7 +241,10 @@ class ProcessBackend:
         if w in self._restarting:
             self._restarting.discard(w)
             self.book.events.append(WorkerEvent(self._clock(), w, "restarted"))
-        if self._send(w, ("go", self.book.first_step(w), self._t0)):
+        if not self.book.wants_more(w, self._clock()):  # e.g. its steps were all committed
+            if self._send(w, ("stop",)):
+                x.state = "stopped"
+        elif self._send(w, ("go", self.book.first_step(w), self._t0)):
             x.state, x.since = "working", self._clock()
 
     def _send(self, w: int, message: tuple) -> bool:
@@ -230,18 +257,18 @@ class ProcessBackend:
         return True
 
     def _receive(self, timeout: float) -> None:
-        live = {x.conn: w for w, x in self._workers.items() if x.state != "dead"}
+        live = {x.conn: w for w, x in self._workers.items() if x.state not in ("exited", "dead")}
         if not live:
             time.sleep(timeout)
             return
         for conn in wait(list(live), timeout=timeout):
             w = live[conn]
+            x = self._workers[w]
             try:
                 message = conn.recv()
             except (EOFError, OSError):
-                self._died(w)
+                (self._exited if x.state == "stopped" else self._died)(w)
                 continue
-            x = self._workers[w]
             if message[0] == "ready":
                 x.state, x.since = "ready", self._clock()
             elif message[0] == "work":
@@ -253,8 +280,19 @@ class ProcessBackend:
         """Record the deaths the loop had no time to see before the run ended."""
         self._receive(timeout=0)
         for w, x in self._workers.items():
-            if x.state != "dead" and not x.process.is_alive():
-                self._died(w)
+            if x.state in ("exited", "dead") or x.process.is_alive():
+                continue
+            (self._exited if x.state == "stopped" else self._died)(w)
+
+    def _exited(self, w: int) -> None:
+        """A worker told to stop has left (its pipe closed): not a death, unless it failed."""
+        x = self._workers[w]
+        x.process.join(timeout=STOP_TIMEOUT_S)
+        if x.process.exitcode not in (0, None):
+            self._died(w)
+            return
+        x.conn.close()
+        x.state = "exited"
 
     def _died(self, w: int) -> None:
         x = self._workers[w]
@@ -300,6 +338,12 @@ class ProcessBackend:
         return 0
 
 
+def _prepare(job: RealJob) -> ServerBook:
+    """The server's rule, problem, traced functions and book (run off the main thread)."""
+    rule, problem = job.build()
+    return ServerBook(Compiled.of(rule, problem, job.n_workers), job.spec.budget)
+
+
 def run_process(job: RealJob, *, progress: Progress | None = None) -> RealRun:
     """Run the job with real worker processes (see the module docstring)."""
     return ProcessBackend(job, progress=progress).run()
@@ -318,3 +362,19 @@ def _environ(**values: str):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@contextmanager
+def _sigint_blocked():
+    """Block SIGINT in this thread while a child is started: the child inherits the mask
+    across exec, so a Ctrl-C during its start-up (importing JAX takes seconds) cannot
+    interrupt it before it sets SIGINT ignored. The parent loses nothing: a SIGINT that comes
+    meanwhile is delivered to another thread or when the mask is restored."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -12,12 +12,21 @@ A worker killed by a scheduled down (failures, churn, an availability trace:
 `timing.life_events`) is replaced by a new actor when the down interval ends;
 each (re)start is a new incarnation at the server, which ignores commits still in flight
 from an older one. An actor that dies by itself is recorded and the run goes on.
+
+Interrupts: the driver waits in `ray.get`/`ray.wait`, which let signal handlers run, so
+KeyboardInterrupt (or SIGTERM's `Terminated`, gemsim/app/_signals.py) reaches it within a
+poll; the actors are then killed and a Ray instance this run started is shut down. `ray.init`
+replaces the SIGTERM handler with one that calls `sys.exit(15)`: the driver's own handler is
+put back once Ray is up, and a SIGTERM during start-up still ends the run as SIGTERM.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager, suppress
 
 import numpy as np
 
@@ -52,8 +61,8 @@ class _Server:
 
     def pull(self, w: int):
         """A (re)started worker's first row: the central variable of now, and its
-        incarnation; None when the run is over."""
-        if self.book.done(self.clock()):
+        incarnation; None when the run is over, or the worker's steps are all committed."""
+        if not self.book.wants_more(w, self.clock()):
             return None
         self.incarnation[w] += 1
         row = self.book.pull(w).copy()
@@ -135,16 +144,67 @@ def run_ray(job: RealJob, *, progress: Progress | None = None, address: str | No
         raise RuntimeError("the ray backend needs the extra: pip install 'gemsim[ray]'") from None
 
     started_ray = not ray.is_initialized()
-    if started_ray:
-        if address is None:
-            ray.init(num_cpus=job.n_workers + 1, include_dashboard=False, log_to_driver=False)
-        else:
-            ray.init(address=address, log_to_driver=False)
+    before = _ray_processes() if started_ray else set()
     try:
+        if started_ray:
+            with _keeping_sigterm_handler():
+                if address is None:
+                    ray.init(
+                        num_cpus=job.n_workers + 1, include_dashboard=False, log_to_driver=False
+                    )
+                else:
+                    ray.init(address=address, log_to_driver=False)
         return _Driver(job, ray, progress).run()
     finally:
         if started_ray:
             ray.shutdown()
+            _kill_ray_processes(before)
+
+
+def _ray_processes() -> set:
+    """This process's descendants that Ray started (psutil ships with Ray)."""
+    import psutil
+
+    found = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.name().startswith("ray::") or "/ray/" in " ".join(p.cmdline()):
+                found.add(p)
+        except psutil.Error:
+            continue  # gone meanwhile
+    return found
+
+
+def _kill_ray_processes(before: set) -> None:
+    """Kill what Ray started and `ray.shutdown` left: a `ray.init` interrupted half-way has
+    not registered the processes it started (the raylet's agents would outlive it)."""
+    import psutil
+
+    left = _ray_processes() - before
+    for p in left:
+        with suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(left, timeout=5)
+
+
+@contextmanager
+def _keeping_sigterm_handler():
+    """Undo `ray.init`'s SIGTERM handler (`sys.exit(15)`) once it returns; a SIGTERM that
+    came while Ray was starting is raised as the KeyboardInterrupt that the handler in place
+    before would have raised (`Terminated`, when gemsim's command line set it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # Ray sets no handler outside the main thread either
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    except SystemExit as exc:
+        if exc.code != signal.SIGTERM or not callable(before):
+            raise
+        before(signal.SIGTERM, None)  # raises what a SIGTERM raises here
+        raise KeyboardInterrupt from exc  # it returned: an interrupt is under way already
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 class _Driver:
@@ -161,16 +221,35 @@ class _Driver:
         ray, job = self.ray, self.job
         wall = time.perf_counter()
         self.server = self.Server.remote(job)
-        workers = {w: self.Worker.remote(w, job) for w in range(job.n_workers)}
-        ray.get([a.ready.remote() for a in workers.values()] + [self.server.progress.remote()])
-        t0 = ray.get(self.server.start_clock.remote())
+        self.actors = {w: self.Worker.remote(w, job) for w in range(job.n_workers)}
+        try:
+            ray.get(
+                [a.ready.remote() for a in self.actors.values()] + [self.server.progress.remote()]
+            )
+            self._loop(ray.get(self.server.start_clock.remote()))
+            result, trace, events = ray.get(self.server.finish.remote(self.events))
+        finally:
+            for actor in [*self.actors.values(), self.server]:
+                if actor is not None:
+                    with suppress(Exception):  # already dead, or the cluster is going away
+                        ray.kill(actor)
+        return RealRun(
+            result=result,
+            trace=trace,
+            events=events,
+            backend="ray",
+            wall_seconds=time.perf_counter() - wall,
+        )
+
+    def _loop(self, t0: float) -> None:
+        """Fire the schedule and watch the workers' `run` calls until all have returned."""
+        ray, job, actors = self.ray, self.job, self.actors
         lives = self._schedule()
         upcoming = next(lives, None)
         running = {}  # ObjectRef of a worker's run() -> worker id
-        actors = dict(workers)
         killed_by_us: set[int] = set()
         ever = timing.ever_up(job.spec, job.seed)
-        coming = {w for w in workers if ever[w]}  # workers due to (re)start
+        coming = {w for w in actors if ever[w]}  # workers due to (re)start
         while True:
             now = time.time() - t0
             while upcoming is not None and upcoming.time <= now:
@@ -199,7 +278,7 @@ class _Driver:
             if self.progress is not None:
                 self.progress(ray.get(self.server.progress.remote()), self._total())
             if not running and (not coming or ray.get(self.server.done.remote())):
-                break
+                return
             if running:
                 done, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
                 for ref in done:
@@ -215,18 +294,6 @@ class _Driver:
                             )
             else:
                 time.sleep(POLL_S)
-        result, trace, events = ray.get(self.server.finish.remote(self.events))
-        for actor in actors.values():
-            if actor is not None:
-                ray.kill(actor)
-        ray.kill(self.server)
-        return RealRun(
-            result=result,
-            trace=trace,
-            events=events,
-            backend="ray",
-            wall_seconds=time.perf_counter() - wall,
-        )
 
     def _schedule(self):
         """Each worker's join, downs and comings back (`timing.life_events`), lazily."""

@@ -3,11 +3,15 @@
 Spawned (nothing inherited): it builds its own rule and problem from the job, compiles the
 engine's gradient phase, says `ready`, then waits for `("go", first_step)` or `("stop",)`.
 It leaves quietly when the server's end of its pipe closes, so that it cannot outlive the
-run.
+run. It ignores SIGINT (started with SIGINT blocked, see `_sigint_blocked` in _process.py):
+Ctrl-C reaches the whole process group, and the server, not each worker, decides how the run
+ends. SIGTERM keeps its default: a worker terminated on its own dies at once and the server
+records the death.
 """
 
 from __future__ import annotations
 
+import signal
 import time
 
 import numpy as np
@@ -21,10 +25,13 @@ from ._shared import SharedArray
 
 def worker_main(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) -> None:
     """The spawn target of one worker process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending one is dropped
     try:
         _serve(worker, conn, rows_name, outbox_name, job)
-    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
-        pass  # the server is gone or the user interrupted: nothing to clean up but memory
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        pass  # the server is gone: nothing to clean up but memory
     finally:
         conn.close()
 

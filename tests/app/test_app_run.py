@@ -1,6 +1,8 @@
 """`gemsim run` and `gemsim.run`: determinism, divergence as a result, resume after a kill."""
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -8,10 +10,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 from typer.testing import CliRunner
 
 import gemsim
+from gemsim.app._signals import Terminated, exit_code, interruptible
 from gemsim.cli import app
 from gemsim.results import load_results, load_summary, read_run
 
@@ -75,16 +79,15 @@ def test_executor_choice_gives_the_same_run(tmp_path):
 
 
 def test_divergence_is_a_result_and_the_sweep_goes_on(tmp_path):
-    # seed 1 overflows to nan; (with seed 0 the weights reach 1e24, every relu dies and the
-    # loss stays finite: broken, but not non-finite, so not `diverged`)
+    # lr 10 on the quadratic (curvatures 1 to 10): each commit multiplies theta's error by up
+    # to 99 in size, so float32 overflows to inf, then nan, within a few dozen commits.
     doc = {
-        "name": "diverge",
+        **QUADRATIC,
         "seed": 1,
         "workers": {"count": 4, "compute": {"dist": "lognormal", "median": 0.1, "sigma": 0.2}},
         "budget": {"commits": 192},
-        "problem": {"model": "cnn", "dataset": "mnist-5k", "batch_size": 32},
         "optimizer": {"rule": "downpour", "lr": 10.0},
-        "eval": {"every": 64, "subset": 200},
+        "eval": {"every": 64},
         "sweep": {"optimizer.lr": [10.0, 0.01]},
     }
     out = tmp_path / "out"
@@ -104,32 +107,59 @@ def test_divergence_is_a_result_and_the_sweep_goes_on(tmp_path):
     assert "diverged" in result.output
 
 
+# Bounds on waiting for the sweep's subprocesses: they take seconds here (start-up and one
+# compilation, then about 0.5 s per run); these allow a machine 3x slower and loaded, with
+# margin, and only bound how long a broken command is waited for.
+SWEEP_TIMEOUT_S = 300
+
+
 def test_resume_after_kill_redoes_no_finished_run(tmp_path):
+    # 10,000 commits a run: about 0.5 s each once compiled, so the four runs left after the
+    # second finishes give the kill (sent within a poll, 10 ms) seconds to land mid-sweep.
     doc = {
         **QUADRATIC,
-        "budget": {"commits": 30000},
-        "eval": {"every": 10000},
+        "budget": {"commits": 10000},
+        "eval": {"every": 5000},
         "sweep": {"optimizer.lr": [0.01, 0.02, 0.03, 0.04, 0.05, 0.06]},
     }
     scenario, out = write(tmp_path, doc), tmp_path / "out"
     cmd = [sys.executable, "-m", "gemsim.cli", "run", str(scenario), "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 240
-    while time.time() < deadline and len(_finished(out)) < 2:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + SWEEP_TIMEOUT_S
+        while time.monotonic() < deadline and len(_finished(out)) < 2 and proc.poll() is None:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        _kill_group(proc)
     before = {p: (p / "manifest.json").read_bytes() for p in _finished(out)}
     assert 2 <= len(before) < 6, "the kill must land in the middle of the sweep"
-    result = subprocess.run(
-        [*cmd, "--resume", "--json"], capture_output=True, text=True, timeout=600
+    resumed = subprocess.Popen(
+        [*cmd, "--resume", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
-    assert result.returncode == 0, result.stderr
-    runs = [json.loads(line) for line in result.stdout.splitlines()]  # JSON Lines
+    try:
+        stdout, stderr = resumed.communicate(timeout=SWEEP_TIMEOUT_S)  # reads both pipes
+    finally:
+        _kill_group(resumed)
+    assert resumed.returncode == 0, stderr
+    runs = [json.loads(line) for line in stdout.splitlines()]  # JSON Lines
     assert sum(r["skipped"] for r in runs) == len(before)
     assert {p: (p / "manifest.json").read_bytes() for p in before} == before
     assert len(_finished(out)) == 6
     assert load_results(out)["run_id"].nunique() == 6
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """End the command's whole process group (a no-op once it has exited) and reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _finished(out: Path) -> list[Path]:
@@ -177,3 +207,51 @@ def test_replay_of_a_saved_trace_reproduces_the_run(tmp_path):
         ],
     )
     assert bad.exit_code == 2 and "trace has 4 workers" in bad.output
+
+
+# --- interrupts (gemsim/app/_signals.py; the real backends' shutdown: tests/real) ---------
+
+
+def test_sigterm_raises_terminated_once_and_handlers_come_back():
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with pytest.raises(Terminated) as caught, interruptible() as interrupts:
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        finally:
+            signal.raise_signal(signal.SIGTERM)  # during the clean-up: ignored
+            signal.raise_signal(signal.SIGINT)
+    assert isinstance(caught.value, KeyboardInterrupt) and caught.value.signum == signal.SIGTERM
+    assert interrupts.received == signal.SIGTERM
+    assert exit_code(caught.value) == 143 and exit_code(KeyboardInterrupt()) == 130
+    # a library that raises its own KeyboardInterrupt (ray.get does) keeps the signal's code
+    assert exit_code(KeyboardInterrupt(), interrupts) == 143
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_an_ignored_sigint_stays_ignored_inside_interruptible():
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a background job
+    try:
+        with interruptible() as interrupts:
+            signal.raise_signal(signal.SIGINT)
+        assert interrupts.received is None
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_pool_initializer_ignores_sigint_and_raises_on_sigterm():
+    # In a child: the initializer changes the dispositions of the whole process for good.
+    probe = (
+        "import signal\n"
+        "from gemsim.app._signals import Terminated, pool_initializer\n"
+        "pool_initializer()\n"
+        "signal.raise_signal(signal.SIGINT)\n"
+        "try:\n"
+        "    signal.raise_signal(signal.SIGTERM)\n"
+        "except Terminated:\n"
+        "    print('terminated')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "terminated", done.stderr

@@ -1,5 +1,7 @@
 """The batched (wavefront) executor gives the sequential executor's results."""
 
+from typing import NamedTuple
+
 import jax
 import numpy as np
 import pytest
@@ -35,7 +37,16 @@ def run_both(rule, trace, prob):
     kw = dict(params=prob.init_params, n_workers=trace.n_workers, chunk=64)
     seq = engine.SequentialExecutor(rule, prob, **kw).execute(plan)
     batched = engine.BatchedExecutor(rule, prob, **kw)
-    return seq, batched.execute(plan), batched, plan
+    bat = batched.execute(plan)
+    return Both(seq, bat, batched, plan, batched.compiled_programs())
+
+
+class Both(NamedTuple):
+    seq: engine.EngineResult
+    bat: engine.EngineResult
+    executor: engine.BatchedExecutor
+    plan: engine.ExecutionPlan
+    compiled_after: int  # the executor's programs right after its first plan
 
 
 CASES = {
@@ -46,11 +57,30 @@ CASES = {
 }
 
 
+@pytest.fixture(scope="module")
+def both():
+    """Each case run once by both executors; the compilation test reuses the gem case."""
+    done: dict[str, Both] = {}
+
+    def get(name: str) -> Both:
+        if name not in done:
+            rule, window = CASES[name]
+            done[name] = run_both(rule, hetero_trace(window), problem())
+        return done[name]
+
+    return get
+
+
+def waves_of(plan, executor) -> list[tuple[int, int]]:
+    """The waves the executor runs for the plan (its segments, then waves within each)."""
+    return [
+        w for a, b in plan.segments(executor.chunk) for w in plan.waves(a, b, executor.max_width)
+    ]
+
+
 @pytest.mark.parametrize("name", list(CASES))
-def test_batched_equals_sequential(name):
-    rule, window = CASES[name]
-    trace = hetero_trace(window)
-    seq, bat, executor, plan = run_both(rule, trace, problem())
+def test_batched_equals_sequential(name, both):
+    seq, bat, executor, plan, _ = both(name)
     assert seq.status == bat.status and seq.n_commits == bat.n_commits == COMMITS
     scale = 1 + max(float(np.abs(x).max()) for x in jax.tree.leaves(seq.params))
     for a, b in zip(jax.tree.leaves(seq.params), jax.tree.leaves(bat.params), strict=True):
@@ -62,8 +92,7 @@ def test_batched_equals_sequential(name):
         )
     assert seq.evals.keys() == bat.evals.keys()
     # waves really batch: far fewer waves than commits, and few compiled programs
-    waves = [w for a, b in plan.segments(64) for w in plan.waves(a, b, executor.max_width)]
-    assert len(waves) < COMMITS / 2
+    assert len(waves_of(plan, executor)) < COMMITS / 2
     assert executor.compiled_programs() <= int(np.log2(executor.max_width)) + 1
 
 
@@ -79,13 +108,15 @@ def test_waves_respect_dependencies():
     assert covered == list(range(len(plan)))
 
 
-def test_compilations_are_bounded_by_width_buckets():
-    rule, prob = rules.gem(lr=0.02), problem()
-    trace = hetero_trace(n=8)
-    _, _, executor, _ = run_both(rule, trace, prob)
-    first = executor.compiled_programs()
+def test_compilations_are_bounded_by_width_buckets(both):
+    """One program per padded width used, and another trace reuses the widths compiled."""
+    _, _, executor, plan, first = both("gem")
+    assert executor.max_width == 8
+    used = {width_bucket(b - a) for a, b in waves_of(plan, executor)}
+    assert first == len(used) >= 2  # exactly one program per bucket its waves used
     other = hetero_trace(n=8, seed=9)  # another trace: new wave widths reuse the buckets
-    executor.execute(engine.plan_of(other))
-    assert executor.compiled_programs() <= int(np.log2(8)) + 1
-    assert executor.compiled_programs() >= first
+    other_plan = engine.plan_of(other)
+    executor.execute(other_plan)
+    used |= {width_bucket(b - a) for a, b in waves_of(other_plan, executor)}
+    assert executor.compiled_programs() == len(used) <= int(np.log2(8)) + 1
     assert [width_bucket(m) for m in (1, 2, 3, 5, 8, 9)] == [1, 2, 4, 8, 8, 16]

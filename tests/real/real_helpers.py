@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
 import time
+from contextlib import suppress
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -64,7 +71,9 @@ def assert_replay_matches(real, replay) -> None:
 
 def wait_no_children(timeout: float = 10.0) -> list:
     """The child processes still alive after `timeout` seconds (none, when all is well).
-    Ray's and the resource tracker's helpers are not the run's workers."""
+    Ray's and the resource tracker's helpers are not the run's workers. A run joins its
+    workers before it returns, so none should be found at all; the timeout only allows a
+    loaded machine to finish reaping them."""
     deadline = time.monotonic() + timeout
     while True:
         children = [
@@ -82,3 +91,152 @@ def _is_worker(p: psutil.Process) -> bool:
         return "resource_tracker" not in " ".join(p.cmdline())
     except psutil.Error:
         return False
+
+
+# --- a `gemsim` command in a process group of its own, for the interrupt tests -----------
+
+LAUNCHER = Path(__file__).with_name("launch_cli.py")
+# Reaching a state (workers spawned, compiling, committing) takes seconds here; this allows
+# for a machine 3x slower and loaded, with margin. It only bounds how long a broken run is
+# waited for: a test that reaches its state never waits this long.
+STATE_TIMEOUT_S = 300.0
+POLL_S = 0.1  # how often the family is looked at (each look scans /proc)
+
+
+class Cli:
+    """`gemsim ARGS`, started through launch_cli.py (which sets the SIGINT disposition the
+    test relies on) in a session of its own, its output in a file (no pipe to drain). Every
+    process seen in its family is remembered: once the command dies they are re-parented and
+    no longer found as its children. Leaving the `with` block kills the whole family, so a
+    failing test leaves nothing running."""
+
+    def __init__(self, args: list[str], folder: Path, launcher: tuple[str, ...] = ()):
+        self.folder, self.log = folder, folder / "cli.log"
+        command = [sys.executable, str(LAUNCHER), *launcher, "--", *args]
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                command,
+                cwd=folder,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.main = psutil.Process(self.proc.pid)
+        self.seen = {self.main.pid: self.main}
+        self.mapped: dict[int, set[str]] = {}  # worker pid -> the shared memory it maps
+        self.sent_at: float | None = None
+
+    def __enter__(self) -> Cli:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        for p in self.alive():
+            with suppress(psutil.Error):
+                p.kill()
+        self.proc.wait(timeout=STATE_TIMEOUT_S)
+
+    # --- looking ----------------------------------------------------------------------
+
+    def look(self) -> list[psutil.Process]:
+        """The family now (remembering newcomers and the shared memory they map)."""
+        with suppress(psutil.Error):
+            for p in self.main.children(recursive=True):
+                self.seen.setdefault(p.pid, p)
+        for p in self.workers():
+            if len(self.mapped.get(p.pid, ())) < 2:  # the rows and the outbox, once mapped
+                self.mapped[p.pid] = mapped_shm(p)
+        return self.alive()
+
+    @property
+    def shm(self) -> set[str]:
+        """Every shared-memory block a worker of the command was seen to map."""
+        return set().union(*self.mapped.values())
+
+    def alive(self) -> list[psutil.Process]:
+        return [p for p in self.seen.values() if _running(p)]
+
+    def workers(self) -> list[psutil.Process]:
+        """The process backend's spawned workers alive now."""
+        return [p for p in self.alive() if "spawn_main" in cmdline(p)]
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_until(self, reached, what: str, timeout: float = STATE_TIMEOUT_S) -> None:
+        """Poll `reached()` until true; fail if the command ends first or time runs out."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.look()
+            if reached():
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"gemsim ended before {what}:\n{self.output()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {what} within {timeout:.0f} s:\n{self.output()[-3000:]}")
+            time.sleep(POLL_S)
+
+    # --- signalling -------------------------------------------------------------------
+
+    def send(self, signum: int, *, group: bool) -> None:
+        """To the process group (a terminal's Ctrl-C, Slurm) or to the command only (`kill`,
+        Kubernetes)."""
+        self.look()
+        self.sent_at = time.monotonic()
+        if group:
+            os.killpg(self.proc.pid, signum)
+        else:
+            self.proc.send_signal(signum)
+
+    def wait_exit(self, bound: float) -> tuple[int, float]:
+        """`(exit code, seconds since the signal)`; fails past `bound` seconds."""
+        start = self.sent_at if self.sent_at is not None else time.monotonic()
+        while self.proc.poll() is None:
+            self.look()
+            if time.monotonic() - start > bound:
+                raise AssertionError(
+                    f"gemsim still running {bound:.0f} s after the signal:\n{self.output()[-3000:]}"
+                )
+            time.sleep(POLL_S)
+        return self.proc.returncode, time.monotonic() - start
+
+    def left_behind(self, until: float) -> list[psutil.Process]:
+        """The family's processes still running at monotonic time `until` (zombies, dead
+        but not yet reaped by their new parent, count as gone)."""
+        while self.alive() and time.monotonic() < until:
+            time.sleep(POLL_S)
+        return self.alive()
+
+
+def mapped_shm(p: psutil.Process) -> set[str]:
+    """Names of the shared-memory blocks (multiprocessing's `psm_*`) the process maps, from
+    /proc/PID/maps (psutil's memory_maps reads smaps, which costs the kernel far more)."""
+    try:
+        maps = Path(f"/proc/{p.pid}/maps").read_text()
+    except OSError:
+        return set()
+    return set(re.findall(r"/dev/shm/(psm_\w+)", maps))
+
+
+def shm_bytes(names: set[str]) -> bytes | None:
+    """The blocks' contents now (None once one is gone)."""
+    try:
+        return b"".join(Path("/dev/shm", n).read_bytes() for n in sorted(names))
+    except OSError:
+        return None
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def cmdline(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""

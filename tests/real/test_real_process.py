@@ -1,15 +1,11 @@
 """The process backend: real runs whose recorded traces the engine replays exactly, worker
-deaths (scheduled and unexpected), interrupts, and the run folder it writes."""
+deaths (scheduled and unexpected), and the run folder it writes (interrupts: in
+test_real_interrupt.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import psutil
@@ -25,27 +21,36 @@ from typer.testing import CliRunner
 
 from gemsim.app import run
 from gemsim.cli import app
+from gemsim.trace import CommitTrace
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", params=["gem", "downpour"])
-def cnn_real_and_replay(request):
-    scenario = cnn_scenario(request.param)
+def real_scenario(case: str):
+    """GEM on the paper's CNN, where exactness matters most (XLA may fuse the worker's and the
+    replay's programs differently); DOWNPOUR on the quadratic, for the protocol."""
+    if case == "gem-cnn":
+        return cnn_scenario("gem")
+    return quadratic_scenario(n=4, commits=240, optimizer={"rule": "downpour"})
+
+
+@pytest.fixture(scope="module", params=["gem-cnn", "downpour-quadratic"])
+def real_and_replay(request):
+    scenario = real_scenario(request.param)
     real = run(scenario, backend="process")
     replay = run(scenario, trace=real.trace)
     return scenario, real, replay
 
 
-def test_replay_of_a_real_cnn_run_gives_its_parameters(cnn_real_and_replay):
-    scenario, real, replay = cnn_real_and_replay
+def test_replay_of_a_real_run_gives_its_parameters(real_and_replay):
+    scenario, real, replay = real_and_replay
     assert real.status.value == "ok"
     assert real.manifest["n_commits"] == scenario.budget.commits == len(real.trace)
     assert_replay_matches(real, replay)
 
 
-def test_real_trace_is_a_consistent_asynchronous_trace(cnn_real_and_replay):
-    scenario, real, _ = cnn_real_and_replay
+def test_real_trace_is_a_consistent_asynchronous_trace(real_and_replay):
+    scenario, real, _ = real_and_replay
     trace = real.trace
     n = scenario.workers.count
     assert np.all(np.diff(trace.time) >= 0)
@@ -61,8 +66,8 @@ def test_real_trace_is_a_consistent_asynchronous_trace(cnn_real_and_replay):
     assert trace.busy_time == pytest.approx(trace.service_time.sum())
 
 
-def test_real_run_metrics_match_the_replay(cnn_real_and_replay):
-    _, real, replay = cnn_real_and_replay
+def test_real_run_metrics_match_the_replay(real_and_replay):
+    _, real, replay = real_and_replay
     for col in ("batch_loss", "update_norm"):
         np.testing.assert_allclose(real.metrics[col], replay.metrics[col], rtol=1e-4, atol=1e-6)
     assert real.manifest["backend"] == "process" and replay.manifest["backend"] == "sim"
@@ -91,18 +96,27 @@ def test_a_worker_killed_mid_run_is_recorded_and_the_others_finish():
     assert_replay_matches(real, run(scenario, trace=real.trace))
 
 
+STEPS = 100  # per worker: about 2 s of commits at the emulated 0.02 s per gradient
+
+
 def test_scheduled_failure_kills_restarts_and_the_worker_pulls_anew():
+    # A budget in steps per worker: the run waits for the restarted worker (its start-up
+    # takes seconds, more on a loaded machine) instead of ending at a time it may miss.
     scenario = quadratic_scenario(
         n=3,
-        budget={"commits": None, "seconds": 10.0},
+        budget={"commits": None, "epochs_per_worker": STEPS},  # the quadratic: 1 step/epoch
         workers={"failures": [{"worker": 1, "at": 1.0, "restart_after": 0.5}]},
     )
     real = run(scenario, backend="process")
     events = [(e["event"], e["worker"]) for e in real.manifest["worker_events"]]
     assert events == [("killed", 1), ("restarted", 1)]
     killed, restarted = (e["time"] for e in real.manifest["worker_events"])
-    assert 1.0 <= killed < 1.5 and restarted >= killed + 0.5
+    # The server's loop never waits past its next scheduled event: the kill is late only by
+    # the time the machine takes to wake the server (margin for a loaded one).
+    assert 1.0 <= killed < 2.0 and restarted >= killed + 0.5
     trace = real.trace
+    # Every worker did its steps: the work lost in the crash was computed again.
+    assert np.bincount(trace.worker, minlength=3).tolist() == [STEPS] * 3
     ones = np.flatnonzero(trace.worker == 1)
     before, after = ones[trace.time[ones] < killed], ones[trace.time[ones] > restarted]
     assert before.size and after.size, "worker 1 must commit before its crash and after"
@@ -115,7 +129,8 @@ def test_scheduled_failure_kills_restarts_and_the_worker_pulls_anew():
 
 def test_cli_run_with_process_backend_writes_a_run_folder(tmp_path):
     scenario_file = tmp_path / "s.yaml"
-    config = quadratic_scenario(commits=30).model_dump(mode="json")
+    # A budget in seconds (the other runs here count commits or steps).
+    config = quadratic_scenario(budget={"commits": None, "seconds": 1.0}).model_dump(mode="json")
     scenario_file.write_text(yaml.safe_dump(config))
     out = tmp_path / "out"
     result = CliRunner().invoke(
@@ -125,6 +140,8 @@ def test_cli_run_with_process_backend_writes_a_run_folder(tmp_path):
     (folder,) = [p for p in out.iterdir() if p.is_dir()]
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["backend"] == "process" and manifest["status"] == "ok"
+    trace = CommitTrace.from_parquet(folder / "trace.parquet")
+    assert manifest["n_commits"] == len(trace) > 0 and trace.duration >= 1.0
     assert {"trace.parquet", "metrics.parquet", "params.npz"} <= {p.name for p in folder.iterdir()}
     # The recorded trace replays from the run folder itself.
     replayed = CliRunner().invoke(
@@ -139,29 +156,6 @@ def test_cli_rejects_an_unknown_backend(tmp_path):
     result = CliRunner().invoke(app, ["run", str(scenario_file), "--backend", "mpi"])
     assert result.exit_code == 2
     assert "--backend" in result.output and "mpi" in result.output
-
-
-def test_ctrl_c_leaves_no_processes_and_no_finished_run(tmp_path):
-    scenario_file = tmp_path / "s.yaml"
-    config = quadratic_scenario(commits=1_000_000).model_dump(mode="json")
-    scenario_file.write_text(yaml.safe_dump(config))
-    out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "gemsim.cli", "run", str(scenario_file)]
-    cmd += ["--backend", "process", "--out", str(out), "--quiet"]
-    proc = subprocess.Popen(cmd, start_new_session=True, stderr=subprocess.PIPE)
-    parent = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 240
-    while len(_spawned_children(parent)) < 3 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(8.0)  # let the run get going (workers compile, then commit)
-    family = [parent, *parent.children(recursive=True)]
-    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
-    proc.wait(timeout=60)
-    assert proc.returncode != 0
-    gone, alive = psutil.wait_procs(family, timeout=15)
-    assert alive == [], f"left behind: {alive}"
-    finished = list(Path(out).glob("*/manifest.json")) if out.exists() else []
-    assert finished == []
 
 
 def _spawned_children(parent: psutil.Process | None = None) -> list[psutil.Process]:
