@@ -5,6 +5,8 @@ within its documented bound of np.median on adversarial inputs (ties, all equal,
 edges, at the ends, outside the range, masked entries, empty leaves, NaN).
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -84,10 +86,15 @@ def _np_median(values, high, mask=None):
     return float(np.median(np.clip(v.astype(np.float64), 0, high)))
 
 
+@functools.cache
+def _binned_fn(high, bins):
+    """One jitted function per range and number of bins: compiled once per input shapes."""
+    return jax.jit(lambda ls, ms: binned_medians(ls, high, bins, ms))
+
+
 def _binned(leaves, high, bins, masks=None):
-    fn = jax.jit(lambda ls, ms: binned_medians(ls, high, bins, ms))
     as_jnp = lambda xs: None if xs is None else [jnp.asarray(x) for x in xs]
-    overall, per_leaf = fn(as_jnp(leaves), as_jnp(masks))
+    overall, per_leaf = _binned_fn(high, bins)(as_jnp(leaves), as_jnp(masks))
     return float(overall), np.asarray(per_leaf)
 
 
