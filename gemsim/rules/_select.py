@@ -3,7 +3,7 @@
 Sorting 164k float32 values under XLA on a CPU takes ~25 ms, far more than a
 GEM commit (~0.2 ms), so medians are found without sorting, in two ways.
 
-:func:`binned_medians` (what GEM's diagnostics use) counts values of a known
+:func:`binned_tree_medians` (what GEM's diagnostics use) counts values of a known
 range ``[0, high]`` into ``bins`` equal bins plus exact bins for the two ends
 (and one for NaN), for every leaf at once in a single scatter-add: one pass
 over the data. The medians are then read from the per-leaf histograms and
@@ -14,11 +14,12 @@ wherever both middle values sit at an end of the range (see
 :func:`tree_medians` is exact, identical to ``np.median``: a bisection over the
 order-preserving int32 image of the floats. Each of its 32 rounds is one fused
 compare-and-count pass over the data, overall and per leaf, so it costs about
-sixty passes where :func:`binned_medians` needs one. For a pytree the keys are
-computed once per leaf and concatenated for the overall median (one reduction
-per round beats one per leaf: on a CPU the per-kernel overhead matters as much
-as the arithmetic); short leaves are sorted instead, which is cheaper than 32
-passes for them.
+sixty passes where :func:`binned_tree_medians` needs one (its scatter-add costs
+about five elementwise passes on a CPU). For a pytree the keys are computed once
+per leaf and concatenated for the overall median (one reduction per round beats
+one per leaf: on a CPU the per-kernel overhead matters as much as the
+arithmetic); short leaves are sorted instead, which is cheaper than 32 passes
+for them.
 """
 
 from collections.abc import Sequence
@@ -241,7 +242,7 @@ def histogram_medians(histograms: jax.Array, high: float) -> jax.Array:
     return jnp.where((histograms[:, -1] > 0) | (count == 0), jnp.nan, median)
 
 
-def binned_medians(
+def binned_tree_medians(
     leaves: Sequence[jax.Array],
     high: float,
     bins: int = 1024,

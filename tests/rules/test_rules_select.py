@@ -1,8 +1,9 @@
 """Medians without sorting.
 
-tree_medians is exact: identical to np.median, ties, signs and NaN included. binned_medians is
-within its documented bound of np.median on adversarial inputs (ties, all equal, values on bin
-edges, at the ends, outside the range, masked entries, empty leaves, NaN).
+tree_medians is exact: identical to np.median, ties, signs and NaN included.
+binned_tree_medians is within its documented bound of np.median on adversarial inputs (ties,
+all equal, values on bin edges, at the ends, outside the range, masked entries, empty leaves,
+NaN).
 """
 
 import functools
@@ -15,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemsim.rules import tree_medians
-from gemsim.rules._select import binned_medians, order_key
+from gemsim.rules._select import binned_tree_medians, order_key
 
 
 def _check(leaves):
@@ -89,7 +90,7 @@ def _np_median(values, high, mask=None):
 @functools.cache
 def _binned_fn(high, bins):
     """One jitted function per range and number of bins: compiled once per input shapes."""
-    return jax.jit(lambda ls, ms: binned_medians(ls, high, bins, ms))
+    return jax.jit(lambda ls, ms: binned_tree_medians(ls, high, bins, ms))
 
 
 def _binned(leaves, high, bins, masks=None):
@@ -172,13 +173,13 @@ def test_binned_empty_arrays_and_refusals():
     overall, per_leaf = _binned([np.zeros(0, np.float32), np.ones(3, np.float32)], 2.0, 4)
     assert np.isnan(per_leaf[0]) and overall == per_leaf[1] == pytest.approx(1.25)
     with pytest.raises(ValueError, match="high"):
-        binned_medians([jnp.ones(3)], 0.0)
+        binned_tree_medians([jnp.ones(3)], 0.0)
     with pytest.raises(ValueError, match="bins"):
-        binned_medians([jnp.ones(3)], 1.0, 0)
+        binned_tree_medians([jnp.ones(3)], 1.0, 0)
     with pytest.raises(ValueError, match="at least one leaf"):
-        binned_medians([], 1.0)
+        binned_tree_medians([], 1.0)
     with pytest.raises(ValueError, match="32 bits"):
-        binned_medians([jnp.ones(3, jnp.int32)], 1.0)
+        binned_tree_medians([jnp.ones(3, jnp.int32)], 1.0)
 
 
 _pi_values = st.one_of(
