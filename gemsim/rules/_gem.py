@@ -182,24 +182,14 @@ def gem_step(cfg: GemConfig, theta: PyTree, m: PyTree, s: PyTree, g: PyTree) -> 
 _PI_BINS = 1024
 
 
-def _flat(leaves) -> jax.Array:
-    return jnp.concatenate([jnp.ravel(x) for x in leaves]) if len(leaves) > 1 else leaves[0]
-
-
 def _leaf_sums(step: GemStep, included) -> jax.Array:
-    """``[sum of pi over included entries, sum of m**2, sum of (d + update)**2]``.
-
-    Each over the concatenated leaves: one kernel per sum. Per-leaf sums cost one kernel
-    per leaf and quantity, and on a CPU the per-kernel overhead, not the arithmetic,
-    dominates them.
-    """
-    leaves = lambda tree: jax.tree.leaves(tree)
-    terms = [
-        [jnp.where(inc, p, 0) for p, inc in zip(leaves(step.pi), included, strict=True)],
-        [m * m for m in leaves(step.m)],
-        [(d + u) * (d + u) for d, u in zip(leaves(step.d), leaves(step.update), strict=True)],
-    ]
-    return jnp.stack([jnp.sum(_flat(t).astype(jnp.float32)) for t in terms])
+    """``[sum of pi over the included entries, sum of m**2, sum of (d + update)**2]``."""
+    trees = (step.pi, included, step.m, step.d, step.update)
+    parts = zip(*(jax.tree.leaves(t) for t in trees), strict=True)
+    return sum(
+        jnp.stack([jnp.sum(jnp.where(inc, p, 0)), jnp.sum(m * m), jnp.sum((d + u) * (d + u))])
+        for p, inc, m, d, u in parts
+    ).astype(jnp.float32)
 
 
 def gem_info(cfg: GemConfig, step: GemStep, full: jax.Array | bool = True) -> GemInfo:
@@ -217,17 +207,18 @@ def gem_info(cfg: GemConfig, step: GemStep, full: jax.Array | bool = True) -> Ge
         included = [dth != 0 for dth in jax.tree.leaves(step.dtheta)]
         hist = binned_histograms(pis, cfg.pi_max, _PI_BINS, included)
         medians = histogram_medians(jnp.concatenate([hist.sum(0, keepdims=True), hist]), cfg.pi_max)
-        counts = hist.sum(0).astype(jnp.float32)
+        counts = hist.sum(0)  # int32: exact
         n_in = jnp.sum(counts)
+        frac = lambda count, total: count.astype(jnp.float32) / jnp.float32(total)
         sums = _leaf_sums(step, included)
         proxy = 0.5 * sums[1]
         return GemInfo(
             update_norm=norm,
-            weight=sums[0] / n_in,
+            weight=sums[0] / n_in.astype(jnp.float32),
             pi_median=medians[0],
-            frac_pi_zero=counts[0] / n_in,
-            frac_pi_max=counts[_PI_BINS + 1] / n_in,
-            frac_dtheta_zero=(n - n_in) / n,
+            frac_pi_zero=frac(counts[0], n_in),
+            frac_pi_max=frac(counts[_PI_BINS + 1], n_in),
+            frac_dtheta_zero=frac(n - n_in, n),
             proxy_energy=proxy,
             target_energy=cfg.kappa**2 * proxy,
             central_energy=0.5 * sums[2],
