@@ -89,9 +89,18 @@ def cnn_problem(dataset=None, batch_size: int = BATCH, seed: int = 0):
     return make_problem(Cnn(), Mnist5k() if dataset is None else dataset, batch_size, seed)
 
 
-def gem_rule(diagnostics_every: int = 1):
-    """GEM with the benchmarks' learning rate; full diagnostics every k-th commit."""
+def gem_rule(diagnostics_every: int | None = None):
+    """GEM with the benchmarks' learning rate and otherwise its defaults (full diagnostics on
+    every commit); ``diagnostics_every`` given: full diagnostics every k-th commit only."""
+    if diagnostics_every is None:
+        return gem(lr=LR)
     return gem(lr=LR, diagnostics_every=diagnostics_every)
+
+
+def rule_label(diagnostics_every: int | None = None) -> str:
+    """How reports name :func:`gem_rule`'s rule."""
+    extra = "" if diagnostics_every is None else f", diagnostics_every={diagnostics_every}"
+    return f"gem(lr={LR}{extra})"
 
 
 def add_diagnostics_every(parser) -> None:
@@ -99,8 +108,9 @@ def add_diagnostics_every(parser) -> None:
     parser.add_argument(
         "--diagnostics-every",
         type=int,
-        default=1,
-        help="GEM's full diagnostics on every k-th commit (default 1: every commit)",
+        default=None,
+        help="GEM's full diagnostics on every k-th commit only (default: not given, GEM's "
+        "default: every commit)",
     )
 
 

@@ -34,7 +34,6 @@ import time
 from _common import (
     BATCH,
     EXECUTORS,
-    LR,
     add_diagnostics_every,
     cnn_problem,
     compile_clock,
@@ -47,6 +46,7 @@ from _common import (
     lognormal_trace,
     make_executor,
     peak_rss_bytes,
+    rule_label,
     trace_plan,
 )
 
@@ -87,7 +87,7 @@ def progress_printer(every: int):
 
 
 def timed_stages(
-    executor: str, commits: int | None, eval_every: int | None, diagnostics_every: int = 1
+    executor: str, commits: int | None, eval_every: int | None, diagnostics_every: int | None = None
 ) -> dict:
     """Run every stage of the workload, timing each; returns the raw figures."""
     t = {}
@@ -120,7 +120,7 @@ def timed_stages(
 
 
 def run(
-    executor: str, commits: int | None, eval_every: int | None, diagnostics_every: int = 1
+    executor: str, commits: int | None, eval_every: int | None, diagnostics_every: int | None = None
 ) -> dict:
     """The workload's figures, with the full-run extrapolation where only a slice ran."""
     env = environment()
@@ -134,7 +134,7 @@ def run(
     return {
         "benchmark": "paper_scale",
         "problem": f"cnn on {raw['dataset']}",
-        "rule": f"gem(lr={LR}, diagnostics_every={diagnostics_every})",
+        "rule": rule_label(diagnostics_every),
         "workers": WORKERS,
         "steps_per_worker": STEPS_PER_WORKER,
         "environment": env,

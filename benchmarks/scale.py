@@ -29,7 +29,6 @@ import psutil
 from _common import (
     BATCH,
     EXECUTORS,
-    LR,
     add_diagnostics_every,
     cnn_problem,
     compile_clock,
@@ -43,6 +42,7 @@ from _common import (
     make_executor,
     peak_rss_bytes,
     rss_bytes,
+    rule_label,
     trace_plan,
 )
 
@@ -60,7 +60,7 @@ def state_bytes(ex, n: int) -> dict[str, int]:
     }
 
 
-def run(n: int, commits: int, executor: str, diagnostics_every: int = 1) -> dict:
+def run(n: int, commits: int, executor: str, diagnostics_every: int | None = None) -> dict:
     """Simulate, build and execute; every stage timed, memory recorded."""
     env, t = environment(), {}
     problem, rule = cnn_problem(), gem_rule(diagnostics_every)
@@ -78,7 +78,7 @@ def run(n: int, commits: int, executor: str, diagnostics_every: int = 1) -> dict
     return {
         "benchmark": "scale",
         "problem": "cnn on mnist-5k",
-        "rule": f"gem(lr={LR}, diagnostics_every={diagnostics_every})",
+        "rule": rule_label(diagnostics_every),
         "workers": n,
         "executor": executor_name(ex),
         "environment": env,

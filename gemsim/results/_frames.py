@@ -181,7 +181,8 @@ def _read_metrics(path: Path, columns: Sequence[str] | None) -> pd.DataFrame:
 
 _LEADING_METRICS = ("commit", "time", "worker", "step", "staleness", "batch_loss",
                     "update_norm", "weight", "pi_median", "frac_pi_zero", "frac_pi_max",
-                    "proxy_energy", "central_energy")  # fmt: skip
+                    "frac_dtheta_zero", "proxy_energy", "target_energy",
+                    "central_energy")  # fmt: skip
 _TRAILING_METRICS = ("train_loss", "test_loss", "test_accuracy", "worker_step", "mean_worker_step")
 
 

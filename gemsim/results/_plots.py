@@ -168,19 +168,23 @@ def plot_energy_ratio(
     ax: Axes | None = None,
     **kw: Any,
 ) -> Axes:
-    """Central over proxy energy per commit, over commits or virtual time (``x``).
+    """Central over target energy per commit, over commits or virtual time (``x``).
 
-    Where ``0 < pi`` GEM makes ``|d + pi*dtheta| <= kappa*|m|`` per parameter, so the
-    ratio is <= 1 unless some parameters have pi clipped at 0: there the others'
-    displacement ``d`` alone exceeds the proxy, and the ratio can pass 1 (it does
-    at large n). A commit with zero proxy energy has no ratio and is left out.
+    The target is the energy GEM matches the central variable's motion to,
+    ``0.5 * sum((kappa*m)**2)`` (``target_energy``; runs written before that column
+    existed stored it as ``proxy_energy``). Where ``0 < pi`` GEM makes
+    ``|d + pi*dtheta| <= kappa*|m|`` per parameter, so the ratio is <= 1 unless some
+    parameters have pi clipped at 0: there the displacement ``d`` since the worker's
+    previous pull alone exceeds the amplified proxy, and the ratio can pass 1 (it does at
+    large n). A commit with zero target energy has no ratio and is left out.
     """
-    require_columns(results, ["central_energy", "proxy_energy"], "plot_energy_ratio")
+    target = "target_energy" if "target_energy" in results.columns else "proxy_energy"
+    require_columns(results, ["central_energy", target], "plot_energy_ratio")
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = results["central_energy"] / results["proxy_energy"]
+        ratio = results["central_energy"] / results[target]
     ratio = ratio.where(np.isfinite(ratio))
     ax = per_commit_plot(results, ratio, x, hue, smooth, ensure_axes(ax), kw)
-    ax.set_ylabel("central / proxy energy")
+    ax.set_ylabel("central / target energy")
     return ax
 
 
@@ -367,7 +371,7 @@ def plot_run_folder(
     Plots whose columns are absent are skipped: loss against commits, worker
     steps and virtual time (``loss_vs_*.png``); final loss against the number of
     workers when ``workers.count`` was swept (``final_vs_workers.png``); median pi
-    and the central/proxy energy ratio for GEM runs (against steps per worker,
+    and the central/target energy ratio for GEM runs (against steps per worker,
     rolling mean over 8 diagnosed commits); a per-tensor pi heat map for
     the first repeat of each GEM configuration, its rows named by the parameter
     paths in ``params.npz``; a staleness histogram per number of workers (per timing

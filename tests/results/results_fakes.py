@@ -61,7 +61,9 @@ def fake_metrics(trace: CommitTrace, gem: bool, n_leaves: int = 3, every: int = 
             "pi_median": 1.0 + 0.5 * np.sin(commit / 7.0),
             "frac_pi_zero": np.full(n, 0.1),
             "frac_pi_max": np.full(n, 0.05),
-            "proxy_energy": np.where(commit == 3, 0.0, 2.0),  # one zero: ratio undefined
+            "frac_dtheta_zero": np.full(n, 0.02),
+            "proxy_energy": np.where(commit == 3, 0.0, 0.5),
+            "target_energy": np.where(commit == 3, 0.0, 2.0),  # one zero: ratio undefined
             "central_energy": np.full(n, 1.5),
         }
         columns |= {f"pi_leaf_{i}": 0.5 + i + 0.01 * commit for i in range(n_leaves)}

@@ -29,7 +29,8 @@ def test_columns_follow_the_documented_shape(sweep_dir):
     assert cols[len(RUN_COLUMNS) : len(RUN_COLUMNS) + len(SWEEP)] == SWEEP
     metrics = cols[len(RUN_COLUMNS) + len(SWEEP) :]
     leading = ["commit", "time", "worker", "staleness", "batch_loss", "update_norm", "weight"]
-    gem = ["pi_median", "frac_pi_zero", "frac_pi_max", "proxy_energy", "central_energy"]
+    gem = ["pi_median", "frac_pi_zero", "frac_pi_max", "frac_dtheta_zero", "proxy_energy"]
+    gem += ["target_energy", "central_energy"]
     leaves = ["pi_leaf_0", "pi_leaf_1", "pi_leaf_2"]
     trailing = ["train_loss", "test_loss", "test_accuracy", "worker_step", "mean_worker_step"]
     assert metrics == [*leading, *gem, *leaves, *trailing]

@@ -48,28 +48,36 @@ def ref_gem(problem, order, n, *, lr, momentum, kappa, pi_max, eps, inside, pull
             for ml, dd, de in zip(m[w], d, den, strict=True)
         ]
         upd = [p * dl for p, dl in zip(pi, dth, strict=True)]
-        allpi = np.concatenate([p.ravel() for p in pi])
-        infos.append(
-            dict(
-                update_norm=_norm(upd),
-                weight=float(allpi.mean()),
-                pi_median=float(np.median(allpi)),
-                frac_pi_zero=float(np.mean(allpi == 0)),
-                frac_pi_max=float(np.mean(allpi == F(pi_max))),
-                proxy_energy=0.5
-                * sum(float(np.sum((kappa * ml.astype(np.float64)) ** 2)) for ml in m[w]),
-                central_energy=0.5
-                * sum(
-                    float(np.sum((dd + u).astype(np.float64) ** 2))
-                    for dd, u in zip(d, upd, strict=True)
-                ),
-                pi_median_per_leaf=np.array([np.median(p) for p in pi]),
-            )
-        )
+        infos.append(_gem_info(pi, dth, m[w], d, upd, kappa, pi_max))
         s[w] = theta
         theta = [t + u for t, u in zip(theta, upd, strict=True)]
         versions.append(theta)
     return versions, infos
+
+
+def _gem_info(pi, dth, m, d, upd, kappa, pi_max) -> dict:
+    """GEM's diagnostics: the statistics of pi over the entries with dtheta != 0."""
+    keep = [dl != 0 for dl in dth]
+    kept = np.concatenate([p[k] for p, k in zip(pi, keep, strict=True)])
+    n_all = sum(p.size for p in pi)
+    proxy = 0.5 * sum(float(np.sum(ml.astype(np.float64) ** 2)) for ml in m)
+    return dict(
+        update_norm=_norm(upd),
+        weight=float(kept.mean()),
+        pi_median=float(np.median(kept)),
+        frac_pi_zero=float(np.mean(kept == 0)),
+        frac_pi_max=float(np.mean(kept == F(pi_max))),
+        frac_dtheta_zero=1 - kept.size / n_all,
+        proxy_energy=proxy,
+        target_energy=kappa**2 * proxy,
+        central_energy=0.5
+        * sum(
+            float(np.sum((dd + u).astype(np.float64) ** 2)) for dd, u in zip(d, upd, strict=True)
+        ),
+        pi_median_per_leaf=np.array(
+            [np.median(p[k]) if k.any() else np.nan for p, k in zip(pi, keep, strict=True)]
+        ),
+    )
 
 
 def _local_sgd(problem, x, w, k, lr, window, momentum, v):

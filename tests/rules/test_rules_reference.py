@@ -169,10 +169,11 @@ def _drive(rule, problem, order, n, **kw):
 
 # pi = (kappa|m| - |d|) / |dtheta| carries ~ulp(d)/|dtheta| of float32 noise where |dtheta| is
 # small, so statistics of pi are compared at 1e-4, and the clipped fractions to two parameters.
+# The medians come from a histogram: within pi_max / 2048 (GEM's default pi_max is 5) more.
 N_PARAMS = 701
 PI_TOLERANCE = {
-    "pi_median": dict(rtol=0, atol=1e-4),
-    "pi_median_per_leaf": dict(rtol=0, atol=1e-4),
+    "pi_median": dict(rtol=0, atol=1e-4 + 5.0 / 2048),
+    "pi_median_per_leaf": dict(rtol=0, atol=1e-4 + 5.0 / 2048),
     "frac_pi_zero": dict(rtol=0, atol=2.5 / N_PARAMS),
     "frac_pi_max": dict(rtol=0, atol=2.5 / N_PARAMS),
 }

@@ -1,4 +1,12 @@
-"""The selection medians are exact: identical to np.median, ties, signs and NaN included."""
+"""Medians without sorting.
+
+tree_medians is exact: identical to np.median, ties, signs and NaN included.
+binned_tree_medians is within its documented bound of np.median on adversarial inputs (ties,
+all equal, values on bin edges, at the ends, outside the range, masked entries, empty leaves,
+NaN).
+"""
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -8,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemsim.rules import tree_medians
-from gemsim.rules._select import order_key
+from gemsim.rules._select import binned_tree_medians, order_key
 
 
 def _check(leaves):
@@ -66,3 +74,126 @@ def test_refuses_wider_floats_and_empty_leaves():
         tree_medians([jnp.zeros((0,))])
     with pytest.raises(ValueError, match="median"):
         tree_medians([jnp.zeros(3, jnp.int32)])
+
+
+# ---------------------------------------------------------------- binned medians
+
+
+def _np_median(values, high, mask=None):
+    """The exact reference: np.median (float64) of the kept values clipped to [0, high]."""
+    v = values.ravel() if mask is None else values.ravel()[mask.ravel()]
+    if v.size == 0:
+        return np.nan
+    return float(np.median(np.clip(v.astype(np.float64), 0, high)))
+
+
+@functools.cache
+def _binned_fn(high, bins):
+    """One jitted function per range and number of bins: compiled once per input shapes."""
+    return jax.jit(lambda ls, ms: binned_tree_medians(ls, high, bins, ms))
+
+
+def _binned(leaves, high, bins, masks=None):
+    as_jnp = lambda xs: None if xs is None else [jnp.asarray(x) for x in xs]
+    overall, per_leaf = _binned_fn(high, bins)(as_jnp(leaves), as_jnp(masks))
+    return float(overall), np.asarray(per_leaf)
+
+
+def _check_binned(leaves, high, bins, masks=None):
+    """Every median within the documented bound of numpy's, NaN exactly where numpy's is."""
+    bound = high * (1 / (2 * bins) + 2**-20)
+    overall, per_leaf = _binned(leaves, high, bins, masks)
+    keep = None if masks is None else np.concatenate([m.ravel() for m in masks])
+    want = [_np_median(np.concatenate([x.ravel() for x in leaves]), high, keep)]
+    want += [_np_median(x, high, None if masks is None else m) for x, m in
+             zip(leaves, masks or [None] * len(leaves), strict=True)]  # fmt: skip
+    for got, exact in zip([overall, *per_leaf], want, strict=True):
+        if np.isnan(exact):
+            assert np.isnan(got)
+        else:
+            assert abs(got - exact) <= bound, (got, exact, bound)
+    return overall, per_leaf
+
+
+@pytest.mark.parametrize("bins", [1, 7, 1024])
+def test_binned_within_half_a_bin_on_random_values(bins):
+    rng = np.random.default_rng(bins)
+    leaves = [np.clip(rng.normal(2, 2, n), 0, 5).astype(np.float32) for n in (1, 2, 999, 4000)]
+    _check_binned(leaves, 5.0, bins)
+
+
+def test_binned_is_exact_at_the_ends_and_with_ties():
+    zeros, tops = np.zeros(7, np.float32), np.full(6, 5.0, np.float32)
+    overall, per_leaf = _check_binned([zeros, tops], 5.0, 16)
+    assert overall == 0.0 and list(per_leaf) == [0.0, 5.0]  # 7 zeros, 6 tops: middle is 0
+    overall, _ = _binned([zeros[:6], tops], 5.0, 16)
+    assert overall == 2.5  # 6 and 6: the mean of 0 and 5, exactly
+    same = np.full(1001, 1.2345, np.float32)  # all equal, inside a bin
+    _check_binned([same, same[:2]], 5.0, 1024)
+
+
+def test_binned_at_bin_edges_and_adversarial_layouts():
+    bins, high = 64, 5.0
+    edges = (np.arange(bins + 1) * (high / bins)).astype(np.float32)
+    nudged = np.concatenate([edges, np.nextafter(edges, 0), np.nextafter(edges, 10)])
+    _check_binned([nudged.astype(np.float32)], high, bins)
+    # The two middle values in far-apart bins (even count): the mean of two estimates.
+    split = np.array([0.01] * 50 + [4.99] * 50, np.float32)
+    _check_binned([split, split[::-1]], high, bins)
+    # Mass at both ends with the middle in between, and middle values on a bin edge.
+    ends = np.array([0.0] * 40 + [5.0] * 40 + [edges[17]] * 3, np.float32)
+    _check_binned([ends, ends[:-1]], high, bins)
+
+
+def test_binned_clips_values_outside_the_range():
+    x = np.array([-3.0, -0.0, 7.0, 9.0, 2.0, 1e30, -np.inf, np.inf, 0.5], np.float32)
+    _check_binned([x, x[:4]], 5.0, 128)
+
+
+def test_binned_masks_exclude_entries_and_an_empty_leaf_is_nan():
+    rng = np.random.default_rng(3)
+    x = np.clip(rng.normal(1, 2, 3000), 0, 5).astype(np.float32)
+    y = np.full(50, 5.0, np.float32)
+    mx = rng.random(3000) < 0.4
+    none = np.zeros(50, bool)
+    overall, per_leaf = _check_binned([x, y], 5.0, 1024, [mx, none])
+    assert np.isnan(per_leaf[1]) and np.isfinite(overall)
+    overall, per_leaf = _binned([x, y], 5.0, 8, [np.zeros(3000, bool), none])
+    assert np.isnan(overall) and np.all(np.isnan(per_leaf))  # the median of nothing
+    # Excluded NaNs do not count; included ones make the median NaN, as in numpy.
+    x_nan = x.copy()
+    x_nan[~mx] = np.nan
+    _check_binned([x_nan, y], 5.0, 1024, [mx, np.ones(50, bool)])
+    x_nan[np.flatnonzero(mx)[0]] = np.nan
+    overall, per_leaf = _check_binned([x_nan, y], 5.0, 1024, [mx, np.ones(50, bool)])
+    assert np.isnan(overall) and np.isnan(per_leaf[0]) and per_leaf[1] == 5.0
+
+
+def test_binned_empty_arrays_and_refusals():
+    overall, per_leaf = _binned([np.zeros(0, np.float32), np.ones(3, np.float32)], 2.0, 4)
+    assert np.isnan(per_leaf[0]) and overall == per_leaf[1] == pytest.approx(1.25)
+    with pytest.raises(ValueError, match="high"):
+        binned_tree_medians([jnp.ones(3)], 0.0)
+    with pytest.raises(ValueError, match="bins"):
+        binned_tree_medians([jnp.ones(3)], 1.0, 0)
+    with pytest.raises(ValueError, match="at least one leaf"):
+        binned_tree_medians([], 1.0)
+    with pytest.raises(ValueError, match="32 bits"):
+        binned_tree_medians([jnp.ones(3, jnp.int32)], 1.0)
+
+
+_pi_values = st.one_of(
+    st.floats(0.0, 5.0, width=32, allow_subnormal=False),
+    st.sampled_from([0.0, 5.0, 2.5, 5.0 / 1024, 4.99999]),
+)
+
+
+def _pi_leaf(n):
+    return st.lists(_pi_values, min_size=n, max_size=n).map(lambda x: np.array(x, np.float32))
+
+
+# Fixed shapes, so that jit compiles once per number of bins.
+@settings(max_examples=40, deadline=None)
+@given(_pi_leaf(3), _pi_leaf(64), st.sampled_from([3, 1024]))
+def test_property_binned_within_bound(short, long, bins):
+    _check_binned([short, long], 5.0, bins)
