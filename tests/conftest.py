@@ -1,10 +1,35 @@
-"""Shared fixtures. JAX runs on the CPU in tests; nothing here changes process-wide JAX flags."""
+"""Shared fixtures, and one JAX compilation cache for the whole test session.
 
+Most of the suite's time is XLA compiling small programs, and many tests compile the same
+ones (the same problem and rule in several files; every worker process of a real backend
+compiles the server's programs). The session points JAX's persistent compilation cache at a
+fresh temporary folder (through the environment, so worker processes, notebook kernels and
+`gemsim` subprocesses share it) and caches every program. A cache hit returns the executable
+XLA compiled for the same program, options and `XLA_FLAGS`, so no result changes; the folder
+is removed when the session ends. Nothing else changes process-wide JAX settings.
+"""
+
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # set here: before anything imports JAX
+    _CACHE = tempfile.mkdtemp(prefix="gemsim-tests-xla-cache-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _CACHE
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+else:
+    _CACHE = None  # the caller's own cache: left as it is
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _CACHE is not None:
+        shutil.rmtree(_CACHE, ignore_errors=True)
 
 
 @pytest.fixture

@@ -19,6 +19,8 @@ import gemsim
 from gemsim.app._sweep_local import LocalPool, Lost, _pick, _Slot
 from gemsim.results import RUN_FILES, load_results, read_manifest
 
+LAUNCHER = Path(__file__).parents[1] / "real" / "launch_cli.py"
+
 # Repeats only: every run shares one compiled program, so each worker compiles once.
 QUADRATIC = {
     "name": "quad",
@@ -136,8 +138,10 @@ def test_kill_then_resume_redoes_no_finished_run_and_leaves_no_orphan(tmp_path):
 def test_ctrl_c_stops_every_worker_and_writes_nothing_partial(tmp_path):
     doc = {**QUADRATIC, **LONGER}
     scenario, out = write(tmp_path, doc), tmp_path / "out"
-    cmd = [sys.executable, "-m", "gemsim.cli", "run", str(scenario), "--out", str(out)]
-    # A session of its own: SIGINT to its process group is what a terminal's Ctrl-C sends.
+    # Through the launcher, which gives SIGINT a terminal's disposition whatever started the
+    # suite (a background job inherits it ignored); a session of its own: SIGINT to its
+    # process group is what a terminal's Ctrl-C sends.
+    cmd = [sys.executable, str(LAUNCHER), "--", "run", str(scenario), "--out", str(out)]
     proc = subprocess.Popen(
         [*cmd, "--jobs", "2"], stderr=subprocess.PIPE, text=True, start_new_session=True
     )

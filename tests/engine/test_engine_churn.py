@@ -53,7 +53,8 @@ def test_a_late_joiner_s_first_gem_commit_is_not_discarded():
     # = 1 up to eps: the joiner's first step is plain SGD (before: s = theta0, so |d| >
     # kappa|m| and pi = 0 on every parameter: the gradient was thrown away).
     assert out.metrics["frac_pi_zero"][k] == 0.0
-    np.testing.assert_allclose(out.metrics["pi_median"][k], 1.0, rtol=1e-3)
+    # The median comes from a histogram: within pi_max / 2048 (pi_max = 5 by default).
+    np.testing.assert_allclose(out.metrics["pi_median"][k], 1.0, atol=5.0 / 2048)
     assert out.metrics["update_norm"][k] > 0
 
 

@@ -20,7 +20,7 @@ from gemsim.config import Scenario
 REPLAY_TOLERANCE = 1e-5
 
 
-def cnn_scenario(rule: str, *, workers: int = 4, commits: int = 240, **extra):
+def cnn_scenario(rule: str, *, workers: int = 3, commits: int = 120, **extra):
     """The paper's CNN on mnist-5k (b = 64): the exactness tests' workload."""
     optimizer = {"rule": rule, "lr": 0.05}
     if rule == "gem":
