@@ -120,7 +120,8 @@ class StalenessBlock(Block):
 
 
 class SoftsyncBlock(Block):
-    """`c` gradients per server update (1: the paper's 1-softsync; ⌊λ/n⌋: n-softsync)."""
+    """`c` gradients per server update: n-softsync with λ workers is c = ⌊λ/n⌋ (c = 1 is
+    λ-softsync, an update per gradient; c = λ is 1-softsync)."""
 
     rule: Literal["softsync"]
     lr: PositiveFloat

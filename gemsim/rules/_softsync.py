@@ -2,8 +2,10 @@
 
 Zhang, Gupta, Lian & Liu 2016, "Staleness-aware Async-SGD for Distributed Deep Learning"
 (IJCAI), https://arxiv.org/abs/1511.05950. The server collects ``c`` gradients and then
-takes one step in which each gradient's learning rate is divided by its staleness (the
-paper's 1-softsync is ``c = 1``; its n-softsync with λ learners is ``c = ⌊λ/n⌋``)::
+takes one step in which each gradient's learning rate is divided by its staleness. The
+paper's n-softsync with λ learners averages ``c = ⌊λ/n⌋`` gradients per update: ``c = 1`` is
+its λ-softsync (an update per gradient) and ``c = λ`` its 1-softsync (one update per λ
+gradients)::
 
     sigma_l = i - t_l                          # server updates since gradient l's weights
     v       <- momentum * v - (lr / c) * sum_l g_l / max(sigma_l, 1)
