@@ -31,18 +31,19 @@ from ._draws import (
 
 
 class Down(NamedTuple):
-    """A down interval: from ``start`` for ``length`` seconds (``inf``: gone for good).
+    """A down interval ``[start, end)`` (``end = inf``: gone for good).
 
-    ``length`` is kept as given (a failure's ``restart_after``) rather than recomputed from
-    an end time, so that the restart happens exactly ``length`` after the crash.
+    Both ends are kept as given (an availability file's ``up_at`` exactly, a failure's
+    ``at + restart_after`` rounded once), never recomputed from a length: ``start +
+    (up_at - start)`` can differ from ``up_at`` by an ulp.
     """
 
     start: float
-    length: float
+    end: float
 
     @property
-    def end(self) -> float:
-        return self.start + self.length
+    def length(self) -> float:
+        return self.end - self.start
 
 
 def _churn(worker: WorkerSpec, seed: int, w: int) -> Iterator[Down]:
@@ -52,9 +53,8 @@ def _churn(worker: WorkerSpec, seed: int, w: int) -> Iterator[Down]:
     t = 0.0
     while True:
         start = t + up()
-        length = down()
-        yield Down(start, length)
-        t = start + length
+        t = start + down()
+        yield Down(start, t)
 
 
 def _sources(worker: WorkerSpec, seed: int, w: int) -> list[Iterable[Down]]:
@@ -62,10 +62,14 @@ def _sources(worker: WorkerSpec, seed: int, w: int) -> list[Iterable[Down]]:
     if worker.join_at > 0:
         sources.append([Down(0.0, worker.join_at)])
     if worker.failures:
-        failures = [Down(f.at, f.restart_after) for f in worker.failures]
-        sources.append([d if d.length is not None else Down(d.start, math.inf) for d in failures])
+        sources.append(
+            [
+                Down(f.at, math.inf if f.restart_after is None else f.at + f.restart_after)
+                for f in worker.failures
+            ]
+        )
     if worker.availability:
-        sources.append([Down(a, b - a) for a, b in worker.availability])
+        sources.append([Down(a, b) for a, b in worker.availability])
     if worker.churn is not None:
         sources.append(_churn(worker, seed, w))
     return sources
@@ -83,11 +87,11 @@ def down_intervals(
     merged = heapq.merge(*_sources(worker, seed, w), key=lambda d: d.start)
     current = next(merged, None)
     for item in merged:
-        if current.start > until or math.isinf(current.length):
+        if current.start > until or math.isinf(current.end):
             break
-        if item.start <= current.end:  # overlap: extend (the length is recomputed)
+        if item.start <= current.end:  # overlap: extend to the later end
             if item.end > current.end:
-                current = Down(current.start, item.end - current.start)
+                current = Down(current.start, item.end)
             continue
         yield current
         current = item
@@ -179,14 +183,14 @@ def _worker_events(worker: WorkerSpec, seed: int, w: int, until: float) -> Itera
     downs = down_intervals(worker, seed, w, until=until)
     down = next(downs, None)
     if down is not None and down.start == 0.0:
-        if math.isinf(down.length):
+        if math.isinf(down.end):
             return
-        yield LifeEvent(down.length, w, "join")
+        yield LifeEvent(down.end, w, "join")
         down = next(downs, None)
     else:
         yield LifeEvent(0.0, w, "join")
     while down is not None:
-        if math.isinf(down.length):
+        if math.isinf(down.end):
             yield LifeEvent(down.start, w, "gone")
             return
         yield LifeEvent(down.start, w, "down")
@@ -207,5 +211,5 @@ def ever_up(spec: ClusterSpec, seed: int) -> list[bool]:
     out = []
     for w, ws in enumerate(spec.workers):
         first = next(down_intervals(ws, seed, w), None)
-        out.append(first is None or first.start > 0.0 or not math.isinf(first.length))
+        out.append(first is None or first.start > 0.0 or not math.isinf(first.end))
     return out

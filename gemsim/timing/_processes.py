@@ -39,7 +39,7 @@ import simpy
 from simpy.events import Event
 
 from ._lives import Down
-from ._state import DONE, SERVING, SimState
+from ._state import DONE, SERVING, At, SimState
 
 Process = Generator[Event, Any, None]
 
@@ -52,23 +52,23 @@ def worker_process(
     pull = False
     if down is not None and down.start == 0.0:  # a late join (or down from the start)
         state.downs[w].append((0.0, down.end))
-        if math.isinf(down.length):
+        if math.isinf(down.end):
             return
-        yield env.timeout(down.length)
+        yield At(env, down.end)
         pull = True
         down = next(downs, None)
     while state.has_quota(w):
         protocol.start(w, pull)
         if down is None:
             return
-        yield env.timeout(max(0.0, down.start - env.now))
+        yield At(env, max(down.start, env.now))
         if state.phase[w] == DONE:
             return
         protocol.crash(w)
         state.downs[w].append((down.start, down.end))
-        if math.isinf(down.length):
+        if math.isinf(down.end):
             return
-        yield env.timeout(down.length)
+        yield At(env, down.end)
         pull = True
         down = next(downs, None)
 

@@ -22,6 +22,7 @@ import math
 import sys
 from collections import deque
 from collections.abc import Callable
+from heapq import heappush
 from typing import Any
 
 import numpy as np
@@ -71,6 +72,22 @@ class Arrival(Event):
         self._value = value
         self._ok = True
         env.schedule(self, NORMAL, delay)
+
+
+class At(Event):
+    """Fires at the virtual time ``t`` itself (a `simpy.Timeout` given the time, not the
+    delay): ``now + (t - now)`` can miss ``t`` by an ulp whatever delay is passed (when the
+    exact sums on either side of ``t`` are ties), and down intervals end exactly when given.
+    Scheduled as `simpy.Environment.schedule` does, so ties keep SimPy's order."""
+
+    def __init__(self, env: simpy.Environment, t: float) -> None:
+        if t < env.now:
+            raise ValueError(f"cannot schedule at {t!r}, before now ({env.now!r})")
+        self.env = env
+        self.callbacks = []
+        self._value = None
+        self._ok = True
+        heappush(env._queue, (t, NORMAL, next(env._eid), self))
 
 
 class SimState:

@@ -77,6 +77,42 @@ def test_availability_intervals_are_reproduced_exactly():
     assert run.workers.up_seconds[1] == pytest.approx(40.0 - 3.5 - 2.75 - 10.0)
 
 
+def _decimal_intervals(rng, count: int) -> tuple[tuple[float, float], ...]:
+    """``count`` disjoint 3-decimal intervals, each ending past twice its start (where
+    ``start + (up_at - start)`` is not exact: 3.441 + (12.371 - 3.441) == 12.370999999999999),
+    at least 5 s apart."""
+    out, t = [], 0.0
+    for _ in range(count):
+        start = round(t + rng.uniform(0.5, 1.5) + (5.0 if out else 0.0), 3)
+        end = round(start * rng.uniform(2.2, 3.0), 3)
+        out.append((start, end))
+        t = end
+    return tuple(out)
+
+
+def test_decimal_availability_intervals_are_reproduced_to_the_bit():
+    rng = np.random.default_rng(11)
+    intervals = [_decimal_intervals(rng, 5) for _ in range(40)]  # 200 intervals
+    drifting = sum(a + (b - a) != b for ivs in intervals for a, b in ivs)
+    assert drifting >= 5  # the cases that used to come out an ulp off
+    compute = 4.0  # shorter than any up period: every life commits once at least
+    workers = [WorkerSpec(Constant(compute), availability=ivs) for ivs in intervals]
+    horizon = max(ivs[-1][1] for ivs in intervals) + 10.0
+    spec = _spec(workers, SecondsBudget(horizon))
+    run = simulate_run(spec, seed=0)
+    trace = run.trace
+    for w, ivs in enumerate(intervals):
+        assert [(d.start, d.end) for d in down_intervals(workers[w], 0, w)] == list(ivs)
+        assert run.workers.downs[w] == ivs
+        times = trace.time[rows_of(trace, w)]
+        for _, up in ivs:  # each life's first commit: one compute after its exact up time
+            assert times[np.searchsorted(times, up)] == up + compute
+    ups = sorted((e.worker, e.time) for e in life_events(spec, 0) if e.kind == "up")
+    assert ups == [(w, b) for w, ivs in enumerate(intervals) for _, b in ivs]
+    down = [math.fsum(b - a for a, b in ivs) for ivs in intervals]
+    np.testing.assert_allclose(run.workers.up_seconds, horizon - np.array(down), rtol=1e-12)
+
+
 def test_failures_and_joins_are_the_special_case_of_availability():
     law = LogNormal(1.0, 0.4)
     listed = [
@@ -101,11 +137,11 @@ def test_sources_of_downtime_merge_into_disjoint_intervals():
     )
     assert list(down_intervals(worker, 0, 0)) == [
         Down(0.0, 2.0),
-        Down(4.0, 5.0),
-        Down(12.0, 1.0),
+        Down(4.0, 9.0),
+        Down(12.0, 13.0),
         Down(20.0, math.inf),
     ]
-    assert list(down_intervals(worker, 0, 0, until=10.0)) == [Down(0.0, 2.0), Down(4.0, 5.0)]
+    assert list(down_intervals(worker, 0, 0, until=10.0)) == [Down(0.0, 2.0), Down(4.0, 9.0)]
 
 
 def test_churn_periods_alternate_from_up_and_come_from_the_workers_own_streams():
