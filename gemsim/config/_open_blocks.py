@@ -3,24 +3,155 @@ their constructor, and the `local` rule (local steps of an inner optax optimizer
 optax optimizer at the server).
 
 An optax block is `{name: adamw, learning_rate: 1e-3, weight_decay: 0.01}`: any optax
-constructor that returns a GradientTransformation, its arguments checked against its
-signature when the scenario is loaded. A rule by import path is
-`{rule: {import: "package.module:factory"}, <keyword arguments of the factory>}`.
+constructor that returns a GradientTransformation. When the scenario is loaded its arguments
+are checked against the constructor's signature, and its values by building it and tracing
+one update on a two-parameter dummy tree (`jax.eval_shape`: nothing is compiled or run). A
+rule by import path is `{rule: {import: "package.module:factory"}, <keyword arguments of the
+factory>}`; the factory is called when the scenario is loaded.
+
+Every error is raised at the field it is about (`optimizer.inner.learning_rate`,
+`optimizer.lr`, `optimizer.rule`), with the value and what is allowed.
 """
 
 from __future__ import annotations
 
+import inspect
+import linecache
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, PositiveFloat, PositiveInt, ValidationInfo, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from gemsim._checks import is_real
 
 from ._block import Block
-from ._code_refs import IMPORT_PATTERN, check_kwargs, load, locate, optax_transformation
+from ._code_refs import IMPORT_PATTERN, load, locate, optax_transformation
 
 if TYPE_CHECKING:
     from gemsim import rules
+
+Problem = tuple[tuple[str, ...], str, Any]
+"""An error at a field below the block: (location, message, the value)."""
+
+
+def _raise(problems: list[Problem]) -> None:
+    """Report problems at their fields (pydantic prefixes the block's own location)."""
+    if problems:
+        details = [
+            InitErrorDetails(
+                type=PydanticCustomError("argument", "{message}", {"message": message}),
+                loc=loc,
+                input=value,
+            )
+            for loc, message, value in problems
+        ]
+        raise ValidationError.from_exception_data("arguments", details)
+
+
+def _signature_problems(factory: Any, kwargs: dict[str, Any], what: str) -> list[Problem]:
+    """Arguments ``factory`` does not take, and required ones not given, each at its name."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return []  # not inspectable: calling it will tell
+    named = {n: p for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    problems: list[Problem] = []
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        takes = ", ".join(named) or "no arguments"
+        for name in kwargs.keys() - named.keys():
+            problems.append(
+                ((name,), f"unknown argument {name!r} of {what}, which takes {takes}", kwargs[name])
+            )
+    for name, p in named.items():
+        if p.default is p.empty and name not in kwargs:
+            problems.append(((name,), f"required argument {name!r} of {what} is missing", kwargs))
+    return problems
+
+
+# --- optax ----------------------------------------------------------------------------------
+
+
+def _optax_factory(name: str):
+    import optax
+
+    factory = getattr(optax, name, None)
+    return factory if callable(factory) and not name.startswith("_") else None
+
+
+def _optax_step_error(name: str, kwargs: dict[str, Any]) -> str | None:
+    """What goes wrong building ``optax.<name>(**kwargs)`` and tracing one update on a dummy
+    tree (shapes only, nothing compiled), or None."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    try:
+        tx = _optax_factory(name)(**kwargs)
+        if not isinstance(tx, optax.GradientTransformation):
+            return f"optax.{name} does not return a GradientTransformation"
+        tree = {"w": jax.ShapeDtypeStruct((2,), jnp.float32)}
+        jax.eval_shape(lambda p: tx.update(p, tx.init(p), p), tree)
+    except Exception as exc:  # any failure of optax's code on these values is the user's
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _allowed(param: inspect.Parameter) -> str:
+    """What a value of an optax argument may be, from its default and annotation."""
+    default = param.default
+    if isinstance(default, bool):
+        return "true or false"
+    if is_real(default):
+        return f"a finite number (default {default})"
+    if "float" in str(param.annotation) or "int" in str(param.annotation):
+        return "a finite number" + (" or null" if default is None else "")
+    return "a value its documentation allows"
+
+
+def _optax_value_problems(name: str, kwargs: dict[str, Any]) -> list[Problem]:
+    """Values of known arguments that optax cannot use, each at its name.
+
+    Types are checked first (a flag must be a bool, a number finite); then one update is
+    traced with all the values, and, if that fails, with each value alone (the others at
+    their defaults, a required number at 1.0), so that the error names the argument at
+    fault."""
+    params = inspect.signature(_optax_factory(name)).parameters
+    what = f"optax.{name}"
+    problems: list[Problem] = []
+    for key, value in kwargs.items():
+        param = params[key]
+        wrong_flag = isinstance(param.default, bool) and not isinstance(value, bool)
+        if wrong_flag or (is_real(value) and not math.isfinite(value)):
+            problems.append(((key,), f"{what} needs {_allowed(param)} here", value))
+    error = None if problems else _optax_step_error(name, kwargs)
+    if error is None:
+        return problems
+    stand_ins = {k: 1.0 for k, p in params.items() if p.default is p.empty and k in kwargs}
+    if _optax_step_error(name, stand_ins) is None:
+        for key, value in kwargs.items():
+            alone = _optax_step_error(name, {**stand_ins, key: value})
+            if alone is not None:
+                allowed = _allowed(params[key])
+                message = f"{what} needs {allowed} here; an update with it failed: {alone}"
+                problems.append(((key,), message, value))
+    if not problems:  # only the combination fails
+        problems.append(((), f"{what}({_call_text(kwargs)}) fails: {error}", kwargs))
+    return problems
+
+
+def _call_text(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
 
 
 class OptaxBlock(Block):
@@ -35,7 +166,12 @@ class OptaxBlock(Block):
 
     @model_validator(mode="after")
     def _buildable(self):
-        self.build()  # a bad name or argument is reported at the field
+        if _optax_factory(self.name) is None:
+            message = f"optax has no transformation {self.name!r} (e.g. sgd, adam, adamw)"
+            _raise([(("name",), message, self.name)])
+        factory, what = _optax_factory(self.name), f"optax.{self.name}"
+        _raise(_signature_problems(factory, self.kwargs, what))
+        _raise(_optax_value_problems(self.name, self.kwargs))
         return self
 
     def build(self):
@@ -55,6 +191,8 @@ class ImportRef(Block):
     @model_validator(mode="before")
     @classmethod
     def _resolve(cls, data: Any, info: ValidationInfo) -> Any:
+        if isinstance(data, dict):
+            _raise(cls._unknown_fields(data))
         if not isinstance(data, dict) or data.get("sha256") is not None:
             return data  # not a mapping (the field checks report it), or already resolved
         target = data.get("import", data.get("target"))
@@ -63,6 +201,14 @@ class ImportRef(Block):
         base = (info.context or {}).get("base_dir")
         folder, digest = locate(target, Path(base) if base else None)
         return {**data, "path": folder, "sha256": digest}
+
+    @classmethod
+    def _unknown_fields(cls, data: dict) -> list[Problem]:
+        """Fields named as in the file (`import`, not the attribute's name)."""
+        names = {f.alias or n for n, f in cls.model_fields.items()}
+        allowed = f"allowed here: {', '.join(sorted(names))}"
+        valid = names | cls.model_fields.keys()
+        return [((k,), f"unknown field; {allowed}", data[k]) for k in data if k not in valid]
 
     def load(self):
         return load(self.target, self.path, self.sha256)
@@ -85,23 +231,51 @@ class ImportRuleBlock(Block):
 
     @model_validator(mode="after")
     def _buildable(self):
-        check_kwargs(self.rule.load(), self.kwargs, f"rule {self.rule.target}")
-        self.build()
+        try:
+            factory = self.rule.load()
+        except ValueError as exc:
+            _raise([(("rule",), str(exc), self.rule.target)])
+        _raise(_signature_problems(factory, self.kwargs, self.rule.target))
+        try:
+            rule = factory(**self.kwargs)
+        except Exception as exc:  # the user's factory refused its arguments
+            _raise([_factory_problem(exc, factory, self.rule.target, self.kwargs)])
+        _check_is_rule(rule, self.rule.target)
         return self
 
     def build(self) -> rules.Rule:
-        from gemsim import rules
+        return self.rule.load()(**self.kwargs)  # checked when the scenario was loaded
 
-        factory = self.rule.load()
-        try:
-            rule = factory(**self.kwargs)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{self.rule.target}({self.kwargs}) failed: {exc}") from None
-        if not isinstance(rule, rules.Rule):
-            raise ValueError(
-                f"{self.rule.target} returned {type(rule).__name__}, not a gemsim.rules.Rule"
-            )
-        return rule
+
+def _check_is_rule(rule: Any, target: str) -> None:
+    from gemsim import rules
+
+    if not isinstance(rule, rules.Rule):
+        message = f"{target} returned {type(rule).__name__}, not a gemsim.rules.Rule"
+        _raise([(("rule",), message, target)])
+
+
+def _factory_problem(exc: Exception, factory: Any, target: str, kwargs: dict) -> Problem:
+    """The factory's error, at the argument its failing line names (`optimizer.lr`) when it
+    names exactly one, else at the block with every argument shown."""
+    name = _blamed_argument(exc, factory, kwargs)
+    error = f"{type(exc).__name__}: {exc}"
+    if name is not None:
+        return (name,), f"{target} refused it: {error}", kwargs[name]
+    return (), f"{target}({_call_text(kwargs)}) failed: {error}", kwargs
+
+
+def _blamed_argument(exc: Exception, factory: Any, kwargs: dict) -> str | None:
+    """The one keyword argument named on the line of ``factory`` the error came through."""
+    code = getattr(factory, "__code__", None)
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code is not code:
+        tb = tb.tb_next
+    if tb is None:
+        return None
+    line = linecache.getline(code.co_filename, tb.tb_lineno)
+    named = set(re.findall(r"[A-Za-z_]\w*", line)) & kwargs.keys()
+    return named.pop() if len(named) == 1 else None
 
 
 def _default_inner() -> OptaxBlock:

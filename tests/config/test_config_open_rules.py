@@ -136,6 +136,91 @@ def test_bad_rule_blocks_exit_2_naming_the_field(study, optimizer, message):
     assert not (study / "out").exists()  # nothing ran
 
 
+# Each error sits at the field it is about, with the bad value and what is allowed: optax
+# values are checked when the scenario is loaded (a traced update on a dummy tree), not at
+# the first commit of the run.
+AT_FIELD = [
+    (
+        {"rule": "local", "inner": {"name": "adamw", "learning_rate": "abc"}},
+        "optimizer.inner.learning_rate",
+        ["optax.adamw needs a finite number", "(got 'abc')"],
+    ),
+    (
+        {"rule": "local", "inner": {"name": "adamw", "learning_rate": 1e-3, "b1": "abc"}},
+        "optimizer.inner.b1",
+        ["a finite number (default 0.9)", "(got 'abc')"],
+    ),
+    (
+        {"rule": "local", "outer": {"name": "sgd", "learning_rate": 0.7, "momentum": "x"}},
+        "optimizer.outer.momentum",
+        ["optax.sgd needs a finite number or null", "(got 'x')"],
+    ),
+    (
+        {"rule": "local", "outer": {"name": "sgd", "learning_rate": 0.7, "nesterov": "yes"}},
+        "optimizer.outer.nesterov",
+        ["true or false", "(got 'yes')"],
+    ),
+    (
+        {"rule": "local", "inner": {"name": "adamw", "learning_rate": 1e-3, "mu_dtype": "foo"}},
+        "optimizer.inner.mu_dtype",
+        ["data type 'foo' not understood"],
+    ),
+    (
+        {"rule": "local", "inner": {"name": "adamw", "learning_rat": 0.1}},
+        "optimizer.inner.learning_rat",
+        ["unknown argument 'learning_rat' of optax.adamw, which takes learning_rate, b1"],
+    ),
+    ({"rule": "local", "inner": {"name": "adamz"}}, "optimizer.inner.name", ["'adamz'"]),
+    (
+        {"rule": {"import": "myrules:scaled"}, "lr": "abc"},
+        "optimizer.lr",
+        ["myrules:scaled refused it: TypeError: '>' not supported", "(got 'abc')"],
+    ),
+    (
+        {"rule": {"import": "myrules:scaled"}, "lr": -1.0},
+        "optimizer.lr",
+        ["lr must be > 0, got -1.0"],
+    ),
+    (
+        {"rule": {"import": "myrules:scaled"}, "lr": 0.1, "scael": 2},
+        "optimizer.scael",
+        ["unknown argument 'scael' of myrules:scaled, which takes lr, scale"],
+    ),
+    ({"rule": {"import": "myrules:scaled"}}, "optimizer.lr", ["required argument 'lr'"]),
+    (
+        {"rule": {"import": "myrules:scaled", "bogus": 1}, "lr": 0.1},
+        "optimizer.rule.bogus",
+        ["unknown field; allowed here: import, path, sha256"],
+    ),
+    ({"rule": {"import": "myrules:missing"}, "lr": 0.1}, "optimizer.rule", ["'missing'"]),
+    ({"rule": {"import": "myrules:not_a_rule"}, "lr": 0.1}, "optimizer.rule", ["not a gemsim"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "field", "fragments"), AT_FIELD, ids=[f for _, f, _ in AT_FIELD]
+)
+def test_errors_name_the_field_the_value_and_what_is_allowed(study, optimizer, field, fragments):
+    path = _write(study, {**SCENARIO, "optimizer": optimizer})
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    problems = err.value.problems
+    at_field = [p for p in problems if p.startswith(f"{field}: ")]
+    assert len(at_field) == 1, problems
+    line = at_field[0]
+    assert all(f in line for f in fragments), line
+    assert not any("target" in p for p in problems)  # the attribute's name, not the file's
+
+
+def test_a_bad_optax_value_exits_2_before_anything_runs(study):
+    optimizer = {"rule": "local", "inner": {"name": "adamw", "learning_rate": 1e-3, "b1": "abc"}}
+    path = _write(study, {**SCENARIO, "optimizer": optimizer})
+    result = CliRunner().invoke(app, ["run", str(path), "--out", str(study / "out")])
+    assert result.exit_code == 2, result.output
+    assert "optimizer.inner.b1" in result.output and "Traceback" not in result.output
+    assert not (study / "out").exists()
+
+
 def test_a_module_that_fails_at_import_is_reported(study):
     (study / "broken.py").write_text("raise RuntimeError('oops at import')\n")
     path = _write(study, {**SCENARIO, "optimizer": {"rule": {"import": "broken:f"}}})
