@@ -16,6 +16,22 @@ from gemsim._user_code import bind_kwargs, import_target, module_digest
 
 IMPORT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 
+LOCATING_FIELDS = frozenset({"import", "target", "path", "data_dir"})
+"""Fields of a block that say which file it reads (a module, an npz file, a data folder)."""
+
+DERIVED_FIELDS = ("sha256", "file")
+"""What a resolved block records about that file. A resolved block validated again must still
+match its `sha256`; one whose locating field is set anew names another file, whose own digest
+is recorded instead (`forget_derived`)."""
+
+
+def forget_derived(block: dict[str, Any], field: str) -> dict[str, Any]:
+    """``block`` (a mapping being edited by a sweep point or a ``--set``) without what it
+    recorded about its file, when ``field`` changes which file that is."""
+    if field not in LOCATING_FIELDS:
+        return block
+    return {k: v for k, v in block.items() if k not in DERIVED_FIELDS}
+
 
 def locate(target: str, base_dir: Path | None) -> tuple[str | None, str]:
     """``(folder, sha256)`` of the module ``target`` names: the scenario's folder when the

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from gemsim._checks import describe_value
 
+from ._code_refs import forget_derived
 from ._errors import ScenarioError
 from ._optimizer import IMPORT_TAG
 from ._scenario import Scenario
@@ -77,10 +78,14 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 def set_path(data: Mapping[str, Any], path: str, value: Any) -> dict[str, Any]:
-    """A copy of `data` with the dotted `path` set to `value` (intermediate tables created)."""
+    """A copy of `data` with the dotted `path` set to `value` (intermediate tables created).
+
+    Setting the field that names a block's file (`import`, `path`, `data_dir`) drops the
+    sha256 the block recorded of the previous file: validation records the new file's."""
     head, _, rest = path.partition(".")
     out = dict(data)
     if not rest:
+        out = forget_derived(out, head)
         out[head] = value
         return out
     child = out.get(head)

@@ -79,8 +79,8 @@ class QuadraticModel(Block):
 
 class ImportModel(Block):
     """`{import: "module:factory", kwargs: {...}}`: the factory's model (docs/problems.md).
-    `path` (default: the scenario's folder) is searched before the Python path; `sha256`
-    is filled in with the module file's digest."""
+    `path` (default: the scenario's folder) is searched before the Python path; `file` and
+    `sha256` are filled in with where the module was found and that file's digest."""
 
     model_config = ConfigDict(serialize_by_alias=True, validate_by_name=True)
 
@@ -90,6 +90,7 @@ class ImportModel(Block):
     )
     kwargs: dict[str, Any] = {}
     path: str | None = None
+    file: str | None = None
     sha256: str | None = None
 
     @model_validator(mode="before")
@@ -115,7 +116,8 @@ class ImportModel(Block):
                 f"{origin} changed since this configuration was resolved (sha256 "
                 f"{given[:12]}..., now {digest[:12]}...); run from the scenario file again"
             )
-        return {**data, "path": folder, "sha256": digest}
+        # `file` is found again, not checked: the digest says whether the code is the same.
+        return {**data, "path": folder, "file": str(origin.resolve()), "sha256": digest}
 
     def spec(self):
         from gemsim import problems

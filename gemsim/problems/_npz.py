@@ -108,22 +108,29 @@ def _finite(source: str, name: str, array: np.ndarray) -> None:
         )
 
 
-def _n_classes(source: str, arrays: Mapping[str, Any], labels: list[np.ndarray]) -> int:
-    low = min(int(y.min()) for y in labels)
-    high = max(int(y.max()) for y in labels)
+def _n_classes(source: str, arrays: Mapping[str, Any], labels: dict[str, np.ndarray]) -> int:
+    """``n_classes`` as given, else the largest training label + 1; every label in range."""
     given = arrays.get("n_classes")
     if given is not None:
         given = np.asarray(given)
         if given.shape != () or given.dtype.kind not in "iu" or int(given) < 1:
             raise DataError(source, f"n_classes must be an integer scalar >= 1, got {given!r}")
-    n_classes = int(given) if given is not None else high + 1
-    if low < 0 or high >= n_classes:
-        which = low if low < 0 else high
-        raise DataError(
-            source,
-            f"label {which} is out of range: integer labels must be classes in "
-            f"[0, {n_classes})" + (" (n_classes)" if given is not None else ""),
-        )
+    n_classes = int(given) if given is not None else int(labels["y_train"].max()) + 1
+    for name, y in labels.items():
+        low, high = int(y.min()), int(y.max())
+        if given is None and high >= n_classes:  # only y_test can exceed the inferred count
+            raise DataError(
+                source,
+                f"{name} holds label {high}, but n_classes was inferred as {n_classes} from "
+                f"the largest training label ({n_classes - 1}); if the test set has classes "
+                "the training set lacks, give n_classes (an integer scalar array)",
+            )
+        if low < 0 or high >= n_classes:
+            raise DataError(
+                source,
+                f"{name} label {low if low < 0 else high} is out of range: integer labels must "
+                f"be classes in [0, {n_classes})" + (" (n_classes)" if given is not None else ""),
+            )
     return n_classes
 
 
@@ -174,9 +181,9 @@ def check_arrays(arrays: Mapping[str, Any], source: str) -> dict[str, np.ndarray
     for name in ("x_train", "x_test"):
         _finite(source, name, out[name])
     if integer[0]:
-        labels = [a["y_train"].astype(np.int64), a["y_test"].astype(np.int64)]
+        labels = {name: a[name].astype(np.int64) for name in ("y_train", "y_test")}
         n_classes = _n_classes(source, arrays, labels)
-        out.update(y_train=labels[0].astype(np.int32), y_test=labels[1].astype(np.int32))
+        out.update({name: y.astype(np.int32) for name, y in labels.items()})
     else:
         out.update(y_train=a["y_train"].astype(np.float32), y_test=a["y_test"].astype(np.float32))
         for name in ("y_train", "y_test"):

@@ -90,12 +90,12 @@ def _arrays_shape(spec: Arrays) -> DataShape:
     elif "n_classes" in headers:
         with np.load(spec.path) as npz:
             n_classes = int(npz["n_classes"])
-    else:
+    else:  # inferred from the training labels, as check_arrays does
         with np.load(spec.path) as npz:
-            labels = [npz[name] for name in ("y_train", "y_test")]
-        if any(y.size == 0 for y in labels):
-            raise DataError(f"arrays {spec.path}", "y_train and y_test must not be empty")
-        n_classes = max(int(y.max()) for y in labels) + 1
+            y_train = npz["y_train"]
+        if y_train.size == 0:
+            raise DataError(f"arrays {spec.path}", "y_train must not be empty")
+        n_classes = int(y_train.max()) + 1
     return DataShape(x_train[0], x_test[0], tuple(x_train[1:]), n_classes)
 
 

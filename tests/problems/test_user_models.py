@@ -131,6 +131,11 @@ def _broken(**changes):
         (_broken(x_test=np.zeros((30, 5), np.float32)), r"x_train's examples have shape \(4,\)"),
         (_broken(y_test=np.full(30, -1)), "label -1 is out of range"),
         (_broken(n_classes=np.int64(2)), r"label 2 is out of range.*\[0, 2\) \(n_classes\)"),
+        (
+            _broken(y_test=np.arange(30) % 5),
+            r"y_test holds label 4, but n_classes was inferred as 3 from the largest training "
+            r"label \(2\).*give n_classes",
+        ),
         (_broken(x_train=np.where(np.eye(90, 4) > 0, np.nan, 1.0)), "x_train holds 4 NaN"),
         ({"x_train": np.zeros((3, 2))}, "missing array.*y_train, x_test, y_test"),
         (_broken(y_test=np.zeros(30, np.float32)), "both be integer labels or both float"),
@@ -143,6 +148,20 @@ def test_bad_arrays_name_the_array(tmp_path, arrays, match):
 
     with pytest.raises(DataError, match=match):
         make_problem(Logistic(), spec, 8, seed=0)
+
+
+def test_n_classes_is_inferred_from_the_training_labels(folder, linear):
+    """Reading the labels (sizes, no model) and loading them agree on the count; the model's
+    predict is never blamed for a test label the training labels do not reach."""
+    arrays = _broken(y_test=np.full(30, 3))
+    spec = _npz(folder / "above.npz", arrays)
+    assert data_shape(spec).n_classes == 3
+    with pytest.raises(DataError, match="y_test holds label 3") as raised:
+        make_problem(Imported(f"{linear}:softmax", path=str(folder)), spec, 8, seed=0)
+    assert "predict" not in str(raised.value)
+    given = _npz(folder / "given.npz", {**arrays, "n_classes": np.int64(4)})
+    p = make_problem(Imported(f"{linear}:softmax", {"n_classes": 4}, path=str(folder)), given, 8, 0)
+    assert p.n_classes == 4
 
 
 def test_missing_or_corrupt_npz(tmp_path):
