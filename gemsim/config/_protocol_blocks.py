@@ -5,7 +5,8 @@ unbounded), `{name: k_sync, k: 4}`, `{name: k_async, k: 4}`. Left out, the proto
 `async`, or `sync` for the `sync` rule (its rounds are barriers unless a protocol is given).
 
 Which rules accept which protocols: a rule that applies each commit as it comes (gem,
-downpour, staleness, softsync, agn, easgd, dcasgd, and a rule by import path whose `Rule`
+downpour, staleness, softsync, agn, easgd, dcasgd, delay_adaptive, ringmaster, rennala,
+fedbuff, fedasync, server_momentum, gap_aware, eamsgd, and a rule by import path whose `Rule`
 leaves `by_rounds` False) needs rounds of one commit: `async`, `ssp`, or `k_sync`/`k_async`
 with `k: 1`. A rule that updates by rounds (`sync`, `local`, or `by_rounds` True) accepts
 every protocol; under `async` and `ssp` each commit is its own round.

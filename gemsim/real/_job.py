@@ -25,8 +25,9 @@ class RealJob:
             emulated: the real run has its own.
         seed: the scenario seed; the emulated delays are drawn from the timing model's
             own per-worker streams, so that worker w sleeps what the simulator draws.
-        emulate_latency: each commit's compute lasts at least the compute time the
-            timing model draws for it (the worker sleeps the rest).
+        emulate_latency: each computation lasts at least the compute time the timing
+            model draws for it (the worker sleeps the rest); computations lost to a kill
+            use up their draws, as in the simulator.
         name: for process titles and messages.
     """
 

@@ -12,7 +12,8 @@ kill it (SIGKILL) at their time and, when it is to come back, start a new proces
 which starts up (import, compile) while the worker is down and goes on when the down
 interval ends (or when it is ready, if later): the restarted worker pulls the central
 variable of that moment. With `emulate_latency` each worker's compute lasts what
-the timing model draws for it, stretched by its slowdowns (`timing.EmulatedCompute`). A
+the timing model draws for it, stretched by its slowdowns (`timing.EmulatedCompute`; the
+server numbers each worker's computations, lost ones included, as the simulator draws). A
 worker that dies by itself is seen at once (its pipe closes) and recorded; the run goes on
 with the others. Whatever happens,
 every worker process is stopped and the shared memory released before this returns.
@@ -244,7 +245,7 @@ class ProcessBackend:
         if not self.book.wants_more(w, self._clock()):  # e.g. its steps were all committed
             if self._send(w, ("stop",)):
                 x.state = "stopped"
-        elif self._send(w, ("go", self.book.first_step(w), self._t0)):
+        elif self._send(w, ("go", self.book.first_step(w), self._t0, self.book.next_cycle(w))):
             x.state, x.since = "working", self._clock()
 
     def _send(self, w: int, message: tuple) -> bool:

@@ -66,14 +66,15 @@ class _Server:
             return None
         self.incarnation[w] += 1
         row = self.book.pull(w).copy()
-        return row, self.book.first_step(w), int(self.incarnation[w]), self.t0
+        first, cycle = self.book.first_step(w), self.book.next_cycle(w)
+        return row, first, cycle, int(self.incarnation[w]), self.t0
 
     def forget(self, w: int) -> None:
         """The worker was killed: commits still in flight from it are void."""
         self.incarnation[w] += 1
 
     def commit(self, w: int, incarnation: int, work, compute: float, sent: float):
-        """Apply the work; the worker's next `(row, first_step)`, or None: stop."""
+        """Apply the work; the worker's next `(row, first_step, cycle)`, or None: stop."""
         started = self.clock()
         if incarnation != self.incarnation[w] or self.book.done(started):
             return None
@@ -82,7 +83,7 @@ class _Server:
         )
         if row is None or not self.book.wants_more(w, self.clock()):
             return None
-        return row.copy(), self.book.first_step(w)
+        return row.copy(), self.book.first_step(w), self.book.next_cycle(w)
 
     def progress(self) -> int:
         return self.book.version
@@ -103,7 +104,7 @@ class _Worker:
         from gemsim.timing import EmulatedCompute
 
         rule, problem = job.build()
-        self.w, self.job, self.window = w, job, rule.window
+        self.w, self.job = w, job
         self.compiled = Compiled.of(rule, problem, job.n_workers)
         row = self.compiled.initial_rows()[w]
         self.compiled.gradient(row, w, 0)  # compile before the clock starts
@@ -118,21 +119,21 @@ class _Worker:
         start = ray.get(server.pull.remote(self.w))
         if start is None:
             return 0
-        row, first_step, incarnation, t0 = start
+        row, first_step, cycle, incarnation, t0 = start
         commits = 0
         while True:
             started = time.time()
             work = self.compiled.gradient(row, self.w, first_step)
             if self.job.emulate_latency:
                 # The timing model's draw, stretched by slowdowns at this moment of the run.
-                target = self.emulated(first_step // self.window, started - t0)
+                target = self.emulated(cycle, started - t0)
                 time.sleep(max(0.0, target - (time.time() - started)))
             compute = time.time() - started
             reply = ray.get(server.commit.remote(self.w, incarnation, work, compute, time.time()))
             commits += 1
             if reply is None:
                 return commits
-            row, first_step = reply
+            row, first_step, cycle = reply
 
 
 def run_ray(job: RealJob, *, progress: Progress | None = None, address: str | None = None):

@@ -55,6 +55,7 @@ class ServerBook:
         self.rows = compiled.initial_rows()  # the rows workers read (copied into shared memory)
         self.pulled = np.zeros(n, np.int64)  # version each worker's snapshot holds
         self.commits_of = np.zeros(n, np.int64)
+        self.cycles_of = np.zeros(n, np.int64)  # computations asked for, lost ones included
         self.new_life = np.ones(n, bool)  # the worker's next commit is the first of its life
         self.events: list[WorkerEvent] = []
         self.diverged_at: int | None = None
@@ -72,6 +73,14 @@ class ServerBook:
         """The worker's next mini-batch in its stream (committed batches only, as the
         engine counts them: work lost in a crash is computed again)."""
         return int(self.commits_of[worker]) * self.compiled.rule.window
+
+    def next_cycle(self, worker: int) -> int:
+        """The index of the computation the worker is now asked for, over all its lives, the
+        ones lost to a kill included: the timing model draws a compute time for each, so
+        `timing.EmulatedCompute` takes draw `cycle` as the simulator does after a loss."""
+        cycle = int(self.cycles_of[worker])
+        self.cycles_of[worker] += 1
+        return cycle
 
     def wants_more(self, worker: int, now: float) -> bool:
         """Whether the worker should compute another commit."""

@@ -1,12 +1,13 @@
 """A worker process: compute the work for the row the server wrote, hand it back, repeat.
 
 Spawned (nothing inherited): it builds its own rule and problem from the job, compiles the
-engine's gradient phase, says `ready`, then waits for `("go", first_step)` or `("stop",)`.
-It leaves quietly when the server's end of its pipe closes, so that it cannot outlive the
-run. It ignores SIGINT (started with SIGINT blocked, see `_sigint_blocked` in _process.py):
-Ctrl-C reaches the whole process group, and the server, not each worker, decides how the run
-ends. SIGTERM keeps its default: a worker terminated on its own dies at once and the server
-records the death.
+engine's gradient phase, says `ready`, then waits for `("go", first_step, t0, cycle)` (its
+next mini-batch, the run's start, and which of the timing model's compute draws it emulates)
+or `("stop",)`. It leaves quietly when the server's end of its pipe closes, so that it cannot
+outlive the run. It ignores SIGINT (started with SIGINT blocked, see `_sigint_blocked` in
+_process.py): Ctrl-C reaches the whole process group, and the server, not each worker,
+decides how the run ends. SIGTERM keeps its default: a worker terminated on its own dies at
+once and the server records the death.
 """
 
 from __future__ import annotations
@@ -50,13 +51,13 @@ def _serve(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) ->
             message = conn.recv()
             if message[0] != "go":
                 return
-            first_step, t0 = message[1], message[2]
+            first_step, t0, cycle = message[1], message[2], message[3]
             started = time.monotonic()
             work = compiled.gradient(np.array(rows.array[worker]), worker, first_step)
             if job.emulate_latency:
-                # The timing model's own draw for this commit, stretched by the worker's
+                # The timing model's own draw for this cycle, stretched by the worker's
                 # slowdowns at this moment of the run (t0: the run's start, same clock).
-                target = emulated(first_step // rule.window, started - t0)
+                target = emulated(cycle, started - t0)
                 time.sleep(max(0.0, target - (time.monotonic() - started)))
             compute = time.monotonic() - started
             outbox.array[worker] = work

@@ -151,9 +151,15 @@ class SlowdownClock:
 
 class EmulatedCompute:
     """How long worker ``w``'s compute lasts in a real run that follows the scenario
-    (``workers.emulate_latency``): its c-th commit takes draw c of the timing model's own
-    compute stream (the draws of commits made before a restart are skipped), stretched by
-    its slowdowns at the time the compute starts (seconds since the run's start)."""
+    (``workers.emulate_latency``): its c-th compute cycle takes draw c of the timing model's
+    own compute stream, stretched by its slowdowns at the time the compute starts (seconds
+    since the run's start).
+
+    Cycles are counted as the timing model counts its draws: every computation the worker
+    was asked for, over all its lives, the ones lost to a kill included (the server counts
+    them, `gemsim.real`), so after a loss the real run and the simulator use the same draw.
+    A new process (a restart) skips the draws of the cycles before it.
+    """
 
     def __init__(self, spec: ClusterSpec, seed: int, w: int) -> None:
         self._draw = worker_draws(spec, seed, w).compute
@@ -161,8 +167,11 @@ class EmulatedCompute:
         worker = spec.workers[w]
         self._slow = SlowdownClock(worker, seed, w) if worker.slowdowns is not None else None
 
-    def __call__(self, commit: int, start: float) -> float:
-        while self._drawn < commit:
+    def __call__(self, cycle: int, start: float) -> float:
+        """Seconds cycle ``cycle`` (non-decreasing over calls) computes, started at ``start``."""
+        if cycle < self._drawn:
+            raise ValueError(f"cycle {cycle} comes after cycle {self._drawn - 1}")
+        while self._drawn < cycle:
             self._draw()
             self._drawn += 1
         value = self._draw()

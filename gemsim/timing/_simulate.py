@@ -18,7 +18,7 @@ from ._protocol_runs import protocol_run
 from ._state import SimState
 
 
-def simulate(spec: ClusterSpec, seed: int) -> CommitTrace:
+def simulate(spec: ClusterSpec, seed: int, *, schedule_seed: int | None = None) -> CommitTrace:
     """Simulate ``spec`` in virtual time and return the trace of its commits.
 
     The same ``(spec, seed)`` always gives the same trace (see `CommitTrace.sha256`).
@@ -29,6 +29,9 @@ def simulate(spec: ClusterSpec, seed: int) -> CommitTrace:
     Args:
         spec: the cluster, its network, server, protocol and budget.
         seed: non-negative integer seed of the run.
+        schedule_seed: the seed of the workers' down intervals (churn) and slowdown
+            episodes, if not ``seed``: the same schedule under other compute, network and
+            service draws (what `gemsim validate` compares a real run's schedule with).
 
     Returns:
         The commits in order. With a CommitBudget it has exactly ``commits`` rows unless
@@ -36,21 +39,20 @@ def simulate(spec: ClusterSpec, seed: int) -> CommitTrace:
         commit, or the horizon of a SecondsBudget.
 
     Raises:
-        ValueError: if ``spec`` is not a ClusterSpec or ``seed`` is not an integer >= 0.
+        ValueError: if ``spec`` is not a ClusterSpec or a seed is not an integer >= 0.
     """
-    return simulate_run(spec, seed).trace
+    return simulate_run(spec, seed, schedule_seed=schedule_seed).trace
 
 
-def simulate_run(spec: ClusterSpec, seed: int) -> Simulation:
+def simulate_run(spec: ClusterSpec, seed: int, *, schedule_seed: int | None = None) -> Simulation:
     """`simulate`, with the per-worker report (availability, waits, lost and cancelled work)
     beside the trace."""
     if not isinstance(spec, ClusterSpec):
         raise ValueError(f"simulate() needs a ClusterSpec, got {type(spec).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    seed = int(seed)
+    seed = _seed("seed", seed)
+    schedule = seed if schedule_seed is None else _seed("schedule_seed", schedule_seed)
     env = simpy.Environment()
-    state = SimState(env, spec, seed)
+    state = SimState(env, spec, seed, schedule)
     protocol = protocol_run(state, spec.protocol)
     if spec.shared_link:
         SharedLink(state).install()
@@ -59,9 +61,15 @@ def simulate_run(spec: ClusterSpec, seed: int) -> Simulation:
     # when every worker is gone, when no event is left.
     server.callbacks.append(StopSimulation.callback)
     for w, worker in enumerate(spec.workers):
-        downs = down_intervals(worker, seed, w, until=state.horizon)
+        downs = down_intervals(worker, schedule, w, until=state.horizon)
         env.process(worker_process(env, state, protocol, w, downs))
     env.run()
     duration = state.duration()
     protocol.finish(duration)
     return Simulation(state.to_trace(), worker_report(state, duration))
+
+
+def _seed(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+    return int(value)

@@ -93,7 +93,9 @@ class At(Event):
 class SimState:
     """Everything one run mutates; built by `simulate`, driven by the processes."""
 
-    def __init__(self, env: simpy.Environment, spec: ClusterSpec, seed: int) -> None:
+    def __init__(
+        self, env: simpy.Environment, spec: ClusterSpec, seed: int, schedule_seed: int
+    ) -> None:
         n = spec.n_workers
         self.env = env
         self.spec = spec
@@ -119,7 +121,7 @@ class SimState:
         self.arrived = [0.0] * n  # arrival time of the gradient at the PS
         self.new_life = [False] * n  # the worker's next commit is the first of its life
         self.slow = [
-            SlowdownClock(ws, seed, w) if ws.slowdowns is not None else None
+            SlowdownClock(ws, schedule_seed, w) if ws.slowdowns is not None else None
             for w, ws in enumerate(spec.workers)
         ]
         # The plain cycle is the fastest; work that can be lost or cancelled needs to know

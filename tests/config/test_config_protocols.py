@@ -3,6 +3,7 @@ shorthands, defaults, which rules accept which protocols, and errors (exit code 
 
 import copy
 import math
+import typing
 
 import jsonschema
 import pytest
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 from gemsim import timing
 from gemsim.cli import app
 from gemsim.config import ScenarioError, build_cluster, scenario_json_schema, validate
+from gemsim.config._optimizer import IMPORT_TAG, Optimizer
 from gemsim.config._protocol_blocks import ROUND_RULES
 
 BASE = {
@@ -28,6 +30,14 @@ PER_COMMIT_RULES = {
     "agn": {"rule": "agn", "lr": 0.1},
     "easgd": {"rule": "easgd", "lr": 0.1, "alpha": 0.5},
     "dcasgd": {"rule": "dcasgd", "lr": 0.1},
+    "delay_adaptive": {"rule": "delay_adaptive", "lr": 0.1},
+    "ringmaster": {"rule": "ringmaster", "lr": 0.1},
+    "rennala": {"rule": "rennala", "lr": 0.1},
+    "fedbuff": {"rule": "fedbuff", "lr": 0.1},
+    "fedasync": {"rule": "fedasync", "lr": 0.1},
+    "server_momentum": {"rule": "server_momentum", "lr": 0.1},
+    "gap_aware": {"rule": "gap_aware", "lr": 0.1},
+    "eamsgd": {"rule": "eamsgd", "lr": 0.1, "alpha": 0.5},
 }
 ROUND_RULE_BLOCKS = {"sync": {"rule": "sync", "lr": 0.1}, "local": {"rule": "local"}}
 
@@ -90,6 +100,12 @@ def test_rules_that_apply_each_commit_need_rounds_of_one_commit(rule):
 def test_rules_that_update_by_rounds_accept_every_protocol(rule):
     for protocol in SINGLE + MULTI:
         scenario(optimizer=ROUND_RULE_BLOCKS[rule], server={"protocol": protocol})
+
+
+def test_every_built_in_rule_is_in_one_of_the_tables():
+    union = typing.get_args(Optimizer)[0]
+    tags = {member.__metadata__[0].tag for member in typing.get_args(union)} - {IMPORT_TAG}
+    assert tags == set(PER_COMMIT_RULES) | set(ROUND_RULE_BLOCKS)
 
 
 def test_the_table_of_round_rules_matches_the_rules_themselves():

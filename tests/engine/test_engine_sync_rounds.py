@@ -7,6 +7,8 @@ smaller than the number of workers: before rounds were marked, the rule stepped 
 commits, mixing gradients of two versions.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 from engine_helpers import cluster, curvature, execute, quadratic
@@ -73,3 +75,43 @@ def test_sync_averages_each_round_as_the_numpy_reference(case):
     problem = quadratic(dim=6, condition=10.0, noise=0.3)
     out = execute(rules.sync(LR, momentum=MOMENTUM), problem, trace)
     np.testing.assert_allclose(out.params["theta"], reference(trace, problem), rtol=2e-6, atol=1e-7)
+
+
+def round_end_reference(trace, problem) -> np.ndarray:
+    """Sync SGD over the rounds the trace's `round_end` flags close: each commit's gradient
+    at the version it was computed on (a K-async round mixes versions), averaged at the
+    round's last commit; an unfinished last round is not applied."""
+    h = curvature(problem)
+    theta = np.ones_like(h)
+    v = np.zeros_like(h)
+    versions, steps, grads = [theta], {}, []
+    for j in range(len(trace)):
+        w = int(trace.worker[j])
+        x = versions[int(trace.pulled_version[j])]
+        grads.append(h * x + noise_of(problem, w, steps.get(w, 0)))
+        steps[w] = steps.get(w, 0) + 1
+        if trace.round_end[j]:
+            v = (F(MOMENTUM) * v + np.mean(np.stack(grads), axis=0)).astype(F)
+            theta = (theta - F(LR) * v).astype(F)
+            grads = []
+        versions.append(theta)
+    return theta
+
+
+@pytest.mark.parametrize("protocol", [timing.KSync(2), timing.KAsync(3)], ids=repr)
+def test_sync_follows_the_rounds_of_k_protocols(protocol):
+    spec = dataclasses.replace(
+        cluster(4, compute=timing.Exponential(0.1), budget=100), protocol=protocol
+    )
+    trace = timing.simulate(spec, seed=3)
+    ends = np.flatnonzero(trace.round_end)
+    assert len(ends) == 100 // protocol.k and np.all(np.diff(np.r_[-1, ends]) == protocol.k)
+    rounds = np.split(trace.pulled_version, ends[:-1] + 1)
+    mixed = [len(set(r.tolist())) > 1 for r in rounds]
+    # K-sync's rounds share their version; K-async's mix versions (stale contributions).
+    assert not any(mixed) if isinstance(protocol, timing.KSync) else any(mixed)
+    problem = quadratic(dim=6, condition=10.0, noise=0.3)
+    out = execute(rules.sync(LR, momentum=MOMENTUM), problem, trace)
+    np.testing.assert_allclose(
+        out.params["theta"], round_end_reference(trace, problem), rtol=2e-6, atol=1e-7
+    )

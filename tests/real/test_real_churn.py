@@ -82,12 +82,12 @@ def test_slowdowns_stretch_the_emulated_compute():
 
 
 def test_validate_passes_on_a_churn_scenario(tmp_path):
-    # Seed 33: three downs within the run, whose simulated throughput is within 2 % of the
-    # median over the seeds `validate` simulates (the check is statistical: a run whose churn
-    # happened to be rare or frequent would fall outside the throughput band).
+    # Any seed: `validate` simulates the real run's own down intervals (only the compute
+    # draws vary), so how rare or frequent its churn happened to be is no matter of luck.
+    # Seed 0's schedule has two downs and two comings back within the run.
     config = {
         "name": "validate-churn",
-        "seed": 33,
+        "seed": 0,
         "workers": {
             "count": 4,
             "compute": {"dist": "exponential", "mean": 0.1},

@@ -12,10 +12,12 @@ from gemsim.timing import (
     CommitBudget,
     Constant,
     Down,
+    EmulatedCompute,
     Exponential,
     Failure,
     LogNormal,
     SecondsBudget,
+    SlowdownClock,
     Slowdowns,
     StepsBudget,
     Uniform,
@@ -25,6 +27,7 @@ from gemsim.timing import (
     simulate,
     simulate_run,
 )
+from gemsim.timing._draws import worker_draws
 
 
 def _spec(workers, budget=None, **kwargs):
@@ -175,6 +178,55 @@ def test_real_backend_schedule_follows_the_same_intervals():
         item for start, end in pairs for item in ((start, "down"), (end, "up"))
     ]
     assert simulate_run(spec, 7).workers.downs[0] == tuple(pairs)
+
+
+def test_emulated_compute_takes_the_simulators_draw_of_each_cycle_lost_ones_included():
+    # What a real run under emulate_latency sleeps: draw c for its c-th computation, counted
+    # over its lives with the ones lost to a kill, as the simulator draws.
+    churn = Churn(Exponential(10.0), Exponential(3.0))
+    workers = [WorkerSpec(Exponential(0.5), churn=churn) for _ in range(3)]
+    spec = _spec(workers, SecondsBudget(200.0))
+    run = simulate_run(spec, seed=8)
+    trace = run.trace
+    for w in range(3):
+        emulated = EmulatedCompute(spec, 8, w)
+        draws = [emulated(c, 0.0) for c in range(len(rows_of(trace, w)) + 200)]
+        committed = trace.compute_time[rows_of(trace, w)]
+        where = {d: c for c, d in enumerate(draws)}  # exponential draws are distinct
+        cycles = np.array([where[float(x)] for x in committed])
+        assert np.all(np.diff(cycles) > 0)
+        # The cycles skipped are the ones lost: one per down interval before the last commit.
+        skipped = cycles[-1] + 1 - len(cycles)
+        last = trace.time[rows_of(trace, w)][-1]
+        assert skipped == sum(start < last for start, _ in run.workers.downs[w]) > 3
+    with pytest.raises(ValueError, match="comes after"):
+        emulated(0, 0.0)
+
+
+def test_schedule_seed_keeps_the_downs_and_slowdowns_and_changes_only_the_other_draws():
+    churn = Churn(Exponential(6.0), Exponential(2.0))
+    slow = Slowdowns(Exponential(4.0), Constant(3.0), Exponential(1.0))
+    workers = [WorkerSpec(Exponential(0.3), churn=churn, slowdowns=slow) for _ in range(3)]
+    spec = _spec(workers, SecondsBudget(100.0), pull=Exponential(0.05))
+    own = simulate_run(spec, seed=2)
+    mixed = simulate_run(spec, seed=9, schedule_seed=2)
+    assert mixed.workers.downs == own.workers.downs
+    assert simulate(spec, 2, schedule_seed=2).sha256() == own.trace.sha256()
+    assert mixed.trace.sha256() != own.trace.sha256()
+    # Without a schedule, only the compute, network and service draws were ever the seed's.
+    plain = _spec([WorkerSpec(Exponential(0.3)) for _ in range(3)], SecondsBudget(100.0))
+    assert simulate(plain, 9, schedule_seed=2).sha256() == simulate(plain, 9).sha256()
+    # The slowdown episodes are the schedule's: with nothing but compute, worker 0's i-th
+    # commit is seed 9's i-th draw stretched by seed 2's episodes from its previous commit.
+    alone = _spec([WorkerSpec(Exponential(0.3), slowdowns=slow)], SecondsBudget(100.0))
+    trace = simulate(alone, 9, schedule_seed=2)
+    clock, draw = SlowdownClock(alone.workers[0], 2, 0), worker_draws(alone, 9, 0).compute
+    starts = np.r_[0.0, trace.time[:-1]]
+    expected = [clock.stretch(float(t), draw()) for t in starts]
+    assert trace.compute_time.tolist() == expected
+    assert np.mean(trace.compute_time) > 1.2 * 0.3  # slowed down
+    with pytest.raises(ValueError, match="schedule_seed must be an integer >= 0"):
+        simulate(spec, 1, schedule_seed=-1)
 
 
 def test_churn_composes_with_steps_budgets_failures_and_is_deterministic():
