@@ -2,8 +2,10 @@
 autocomplete scenario files and any JSON Schema validator can check them.
 
 Pydantic's schema describes the validated model; two forms the loader also accepts are added:
-a bare name for a block tagged by `name` or `kind` (`model: cnn` for `model: {name: cnn}`),
-and a mixture component whose weight sits beside the fields of its `<dist>` block.
+a bare name for a block tagged by `name` or `kind` whose other fields all have defaults
+(`model: cnn` for `model: {name: cnn}`; not `protocol: ssp`, whose `bound` is required), and
+a mixture component whose weight sits beside the fields of its `<dist>` block. Where the
+loader takes YAML's `.inf` (`server.protocol.bound`), the schema takes +inf.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ def scenario_json_schema() -> dict[str, Any]:
 
 
 def _tags(node: dict[str, Any], defs: dict[str, Any]) -> tuple[str, list[str]] | None:
-    """(tag key, tag values) of a union tagged on `name` or `kind`, else None."""
+    """(tag key, tag values) of a union tagged on `name` or `kind`, else None. Only the tags
+    of blocks that need nothing else: a bare `ssp` is refused by the loader (its `bound` is
+    required), so the schema refuses it too."""
     disc = node.get("discriminator")
     if not isinstance(disc, dict) or disc.get("propertyName") not in SHORTHAND_TAGS:
         return None
@@ -36,8 +40,9 @@ def _tags(node: dict[str, Any], defs: dict[str, Any]) -> tuple[str, list[str]] |
     values = []
     for ref in disc.get("mapping", {}).values():
         target = defs[ref.rsplit("/", 1)[-1]]
-        values.append(target["properties"][key]["const"])
-    return key, values
+        if set(target.get("required", [])) <= {key}:
+            values.append(target["properties"][key]["const"])
+    return (key, values) if values else None
 
 
 def _add_shorthands(node: Any, defs: dict[str, Any]) -> None:

@@ -1,7 +1,9 @@
 """`server.protocol:` — the server protocol, a block tagged on `name` (a bare name as shorthand).
 
-`{name: async}` (the default), `{name: sync}`, `{name: ssp, bound: 2}` (`bound: inf` is
-unbounded), `{name: k_sync, k: 4}`, `{name: k_async, k: 4}`. Left out, the protocol is
+`{name: async}` (the default), `{name: sync}`, `{name: ssp, bound: 2}` (`bound: inf` or
+YAML's `.inf` is unbounded), `{name: k_sync, k: 4}`, `{name: k_async, k: 4}`; `bound` and
+`k` are integers (`true` is not 1). A bare name is shorthand for a protocol without
+parameters: `protocol: sync`, not `protocol: ssp`. Left out, the protocol is
 `async`, or `sync` for the `sync` rule (its rounds are barriers unless a protocol is given).
 
 Which rules accept which protocols: a rule that applies each commit as it comes (gem,
@@ -15,9 +17,10 @@ every protocol; under `async` and `ssp` each commit is its own round.
 from __future__ import annotations
 
 import math
+import sys
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, PositiveInt, field_validator
+from pydantic import Field, WithJsonSchema, field_validator
 
 from gemsim import timing
 
@@ -44,18 +47,46 @@ class SyncProtocol(Block):
         return timing.Sync()
 
 
+def _count(value: Any, field: str, minimum: int, *, infinite: bool = False) -> Any:
+    """A count as JSON Schema's `integer` reads one: an integral number (2 or 2.0), never a
+    bool nor a string; with ``infinite``, `inf` or YAML's `.inf` too (kept as the string
+    `inf`, so that a resolved config stays plain JSON). ValueError saying what is allowed."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif infinite and (value == "inf" or (isinstance(value, float) and value == math.inf)):
+        return "inf"
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        also = " or inf" if infinite else ""
+        raise ValueError(f"{field} must be an integer >= {minimum}{also}")
+    return value
+
+
+StrictCount = Annotated[int, Field(strict=True)]
+
+BOUND_JSON_SCHEMA = {
+    "anyOf": [
+        {"type": "integer", "minimum": 0},
+        {"const": "inf"},
+        # +inf (YAML's .inf) and nothing else: the one number above the largest float.
+        {"type": "number", "exclusiveMinimum": sys.float_info.max},
+    ],
+    "title": "Bound",
+    "description": "commits of lead at most: an integer >= 0, or inf (unbounded)",
+}
+
+
 class SspProtocol(Block):
     """Stale synchronous parallel: `bound` commits of lead at most (an integer, or `inf`)."""
 
     name: Literal["ssp"]
-    bound: Annotated[int, Field(ge=0)] | Literal["inf"]
+    bound: Annotated[
+        Annotated[StrictCount, Field(ge=0)] | Literal["inf"], WithJsonSchema(BOUND_JSON_SCHEMA)
+    ]
 
     @field_validator("bound", mode="before")
     @classmethod
-    def _infinite(cls, value: Any) -> Any:
-        if isinstance(value, float) and math.isinf(value) and value > 0:
-            return "inf"  # YAML's .inf; kept as the string so that configs stay plain JSON
-        return value
+    def _count(cls, value: Any) -> Any:
+        return _count(value, "bound", 0, infinite=True)
 
     def build(self) -> timing.ServerProtocol:
         return timing.Ssp(math.inf if self.bound == "inf" else self.bound)
@@ -63,7 +94,12 @@ class SspProtocol(Block):
 
 class KSyncProtocol(Block):
     name: Literal["k_sync"]
-    k: PositiveInt
+    k: Annotated[StrictCount, Field(gt=0)]
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _count(cls, value: Any) -> Any:
+        return _count(value, "k", 1)
 
     def build(self) -> timing.ServerProtocol:
         return timing.KSync(self.k)
@@ -71,7 +107,12 @@ class KSyncProtocol(Block):
 
 class KAsyncProtocol(Block):
     name: Literal["k_async"]
-    k: PositiveInt
+    k: Annotated[StrictCount, Field(gt=0)]
+
+    @field_validator("k", mode="before")
+    @classmethod
+    def _count(cls, value: Any) -> Any:
+        return _count(value, "k", 1)
 
     def build(self) -> timing.ServerProtocol:
         return timing.KAsync(self.k)

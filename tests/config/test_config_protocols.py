@@ -4,6 +4,7 @@ shorthands, defaults, which rules accept which protocols, and errors (exit code 
 import copy
 import math
 import typing
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -12,7 +13,13 @@ from typer.testing import CliRunner
 
 from gemsim import timing
 from gemsim.cli import app
-from gemsim.config import ScenarioError, build_cluster, scenario_json_schema, validate
+from gemsim.config import (
+    ScenarioError,
+    build_cluster,
+    load_scenario,
+    scenario_json_schema,
+    validate,
+)
 from gemsim.config._optimizer import IMPORT_TAG, Optimizer
 from gemsim.config._protocol_blocks import ROUND_RULES
 
@@ -220,3 +227,73 @@ def test_json_schema_accepts_the_new_blocks_and_the_bare_protocol_name():
     jsonschema.validate({**doc, "server": {"protocol": {"name": "ssp", "bound": 3}}}, schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**doc, "server": {"protocol": "bsp"}}, schema)
+
+
+PROTOCOL_VALUES = [
+    "async",
+    "sync",
+    "ssp",
+    "k_sync",
+    "k_async",
+    "bsp",
+    {"name": "ssp", "bound": 0},
+    {"name": "ssp", "bound": 3.0},
+    {"name": "ssp", "bound": math.inf},
+    {"name": "ssp", "bound": "inf"},
+    {"name": "ssp", "bound": -math.inf},
+    {"name": "ssp", "bound": True},
+    {"name": "ssp", "bound": False},
+    {"name": "ssp", "bound": 1.5},
+    {"name": "ssp", "bound": "3"},
+    {"name": "ssp", "bound": -1},
+    {"name": "ssp"},
+    {"name": "ssp", "bound": 1, "k": 2},
+    {"name": "k_sync", "k": 2},
+    {"name": "k_sync", "k": 2.0},
+    {"name": "k_sync", "k": True},
+    {"name": "k_async", "k": 0},
+    {"name": "k_async", "k": math.inf},
+    {"name": "k_async", "k": "inf"},
+]
+
+
+@pytest.mark.parametrize("value", PROTOCOL_VALUES, ids=repr)
+def test_the_json_schema_and_the_loader_agree_on_protocols(value):
+    doc = {**BASE, "optimizer": ROUND_RULE_BLOCKS["sync"], "server": {"protocol": value}}
+    try:
+        validate(copy.deepcopy(doc), "test.yaml")
+        loaded = True
+    except ScenarioError:
+        loaded = False
+    schema_ok = jsonschema.Draft202012Validator(SCHEMA).is_valid(doc)
+    assert schema_ok == loaded
+
+
+SCHEMA = scenario_json_schema()
+
+
+def test_counts_are_integers_not_bools_and_only_bound_may_be_infinite():
+    assert protocol_of(server={"protocol": {"name": "ssp", "bound": 3.0}}) == timing.Ssp(3)
+    cases = [
+        ({"name": "ssp", "bound": True}, r"bound must be an integer >= 0 or inf \(got True\)"),
+        ({"name": "k_sync", "k": True}, r"k must be an integer >= 1 \(got True\)"),
+        ({"name": "k_async", "k": math.inf}, r"k must be an integer >= 1 \(got inf\)"),
+        ("ssp", r"server.protocol.ssp.bound: required field is missing"),
+    ]
+    for value, message in cases:
+        with pytest.raises(ScenarioError, match=message):
+            scenario(server={"protocol": value})
+
+
+def test_the_bundled_timing_scenarios_exist():
+    folder = Path(__file__).resolve().parents[2] / "scenarios" / "timing"
+    names = ("ssp", "k_async", "churn", "slowdowns", "shared_link")
+    for name in names:
+        loaded = load_scenario(folder / f"{name}.yaml")
+        assert loaded.name
+    assert protocol_of_file(folder / "ssp.yaml").name == "ssp"
+    assert protocol_of_file(folder / "k_async.yaml").name == "k_async"
+
+
+def protocol_of_file(path):
+    return build_cluster(load_scenario(path)).protocol
