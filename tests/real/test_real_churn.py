@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from real_helpers import assert_replay_matches, quadratic_scenario, wait_no_children
+from real_helpers import flat, quadratic_scenario, wait_no_children
 from typer.testing import CliRunner
 
 from gemsim import timing
@@ -56,7 +56,11 @@ def test_churn_kills_and_restarts_workers_on_the_simulated_schedule():
         first = np.flatnonzero((trace.worker == w) & (trace.time > at))[0]
         assert trace.fresh[first] and trace.pulled_version[first] == np.sum(trace.time < at)
     assert wait_no_children() == []
-    assert_replay_matches(real, run(scenario, trace=trace))
+    # A replay of a real run with restarts is bit-exact: the restarted workers' rule state
+    # starts anew through the same compiled `on_pull` in the server and in the engine.
+    replay = run(scenario, trace=trace)
+    assert np.max(np.abs(flat(real.params) - flat(replay.params))) == 0.0
+    np.testing.assert_array_equal(replay.metrics["update_norm"], real.metrics["update_norm"])
 
 
 def _ups(planned, downs):
