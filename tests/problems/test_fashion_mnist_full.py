@@ -17,8 +17,8 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         not Path(FASHION_MNIST_SYSTEM_DIR).is_dir(),
-        reason="Debian's dataset-fashion-mnist is not installed (apt-get install "
-        "dataset-fashion-mnist)",
+        reason=f"the full Fashion-MNIST set is not in {FASHION_MNIST_SYSTEM_DIR}: install "
+        "Debian's package to run these tests (apt-get install dataset-fashion-mnist)",
     ),
 ]
 
