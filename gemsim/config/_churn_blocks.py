@@ -4,7 +4,7 @@
   drawn from its own streams, up first from t = 0.
 - `availability: {file: trace.csv}`: a device availability trace, rows `worker,down_at,up_at`
   (seconds; a header line is allowed; an empty `up_at` or `inf` means gone for good); the
-  path is relative to the scenario file.
+  path is relative to the scenario file, and the file's sha256 is recorded beside it.
 - `slowdowns: {every: <dist>, factor: <dist>, duration: <dist>}`: episodes during which a
   worker computes `factor` times slower, `every` seconds of normal speed between them.
 """
@@ -15,12 +15,12 @@ import csv
 import math
 from pathlib import Path
 
-from pydantic import ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from gemsim import timing
 
 from ._block import Block
-from ._dist_blocks import Dist, _resolve
+from ._dist_blocks import Dist, _resolve, recorded_sha256
 
 Intervals = dict[int, list[tuple[float, float]]]
 
@@ -53,9 +53,11 @@ class SlowdownsBlock(Block):
 
 
 class AvailabilityBlock(Block):
-    """A CSV file of down intervals, `worker,down_at,up_at` per row."""
+    """A CSV file of down intervals, `worker,down_at,up_at` per row; its sha256 is recorded
+    (`recorded_sha256`), so that the run's identity changes with the file."""
 
     file: str
+    sha256: str | None = Field(None, validate_default=True)
 
     @field_validator("file")
     @classmethod
@@ -66,6 +68,12 @@ class AvailabilityBlock(Block):
         read_availability(path)  # fail at load time, not mid-run
         # Absolute: a resolved config is validated again (sweeps) with the same base folder.
         return str(path.resolve())
+
+    @field_validator("sha256")
+    @classmethod
+    def _digest(cls, value: str | None, info: ValidationInfo) -> str | None:
+        file = info.data.get("file")
+        return None if file is None else recorded_sha256(Path(file), value)
 
     def intervals(self) -> Intervals:
         """Each worker's down intervals ``(down_at, up_at)`` from the file."""

@@ -16,8 +16,9 @@ from gemsim._user_code import bind_kwargs, import_target, module_digest
 
 IMPORT_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
 
-LOCATING_FIELDS = frozenset({"import", "target", "path", "data_dir"})
-"""Fields of a block that say which file it reads (a module, an npz file, a data folder)."""
+LOCATING_FIELDS = frozenset({"import", "target", "path", "data_dir", "file"})
+"""Fields of a block that say which file it reads (a module, an npz file, a data folder, an
+availability trace or a file of samples)."""
 
 DERIVED_FIELDS = ("sha256", "file")
 """What a resolved block records about that file. A resolved block validated again must still

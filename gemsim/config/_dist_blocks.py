@@ -9,6 +9,7 @@ import numpy as np
 from pydantic import Field, PositiveFloat, ValidationInfo, field_validator, model_validator
 
 from gemsim import timing
+from gemsim._user_code import file_sha256
 
 from ._block import Block
 
@@ -96,11 +97,13 @@ class ParetoDist(DistBlock):
 
 
 class EmpiricalDist(DistBlock):
-    """Samples inline, or a file of them (a number per line, or .npy) relative to the scenario."""
+    """Samples inline, or a file of them (a number per line, or .npy) relative to the scenario;
+    the file's sha256 is recorded (`recorded_sha256`)."""
 
     dist: Literal["empirical"]
     samples: list[NonNegative] | None = None
     file: str | None = None
+    sha256: str | None = Field(None, validate_default=True)
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -121,9 +124,36 @@ class EmpiricalDist(DistBlock):
         _read_samples(path)  # fail at load time, not mid-run
         return str(path)
 
+    @field_validator("sha256")
+    @classmethod
+    def _digest(cls, value: str | None, info: ValidationInfo) -> str | None:
+        file = info.data.get("file")
+        if file is None:
+            if value is not None:
+                raise ValueError("records the digest of `file`; give `file` or leave it out")
+            return None
+        return recorded_sha256(Path(file), value)
+
     def build(self) -> timing.Distribution:
         data = self.samples if self.samples is not None else _read_samples(Path(self.file))
         return timing.Empirical(tuple(float(x) for x in data))
+
+
+def recorded_sha256(path: Path, given: str | None) -> str:
+    """The sha256 of the file a block reads, which its resolved config records: the run's
+    identity then changes with the file's contents (`--resume` does not skip a run whose
+    file changed). A resolved config validated again must still match it.
+
+    Filled in (`validate_default`) rather than set, so a sweep point, which is built from
+    what was set, records its own file's digest; setting `file` anew on a resolved config
+    drops the old one (`_code_refs.LOCATING_FIELDS`)."""
+    digest = file_sha256(path)
+    if given is not None and given != digest:
+        raise ValueError(
+            f"{str(path)!r} changed since this configuration was resolved (sha256 "
+            f"{given[:12]}..., now {digest[:12]}...); run from the scenario file again"
+        )
+    return digest
 
 
 def _resolve(value: str, context: dict[str, Any] | None) -> Path:

@@ -2,6 +2,8 @@
 shorthands, defaults, which rules accept which protocols, and errors (exit code 2)."""
 
 import copy
+import hashlib
+import json
 import math
 import typing
 from pathlib import Path
@@ -16,10 +18,14 @@ from gemsim.cli import app
 from gemsim.config import (
     ScenarioError,
     build_cluster,
+    config_hash,
+    expand,
     load_scenario,
+    resolved_config,
     scenario_json_schema,
     validate,
 )
+from gemsim.config._loader import set_path
 from gemsim.config._optimizer import IMPORT_TAG, Optimizer
 from gemsim.config._protocol_blocks import ROUND_RULES
 
@@ -297,3 +303,65 @@ def test_the_bundled_timing_scenarios_exist():
 
 def protocol_of_file(path):
     return build_cluster(load_scenario(path)).protocol
+
+
+def test_the_files_a_scenario_reads_are_part_of_its_identity(tmp_path):
+    (tmp_path / "avail.csv").write_text("1,2.0,5.0\n")
+    (tmp_path / "other.csv").write_text("1,2.0,6.0\n")
+    (tmp_path / "samples.txt").write_text("0.1\n0.3\n")
+    workers = {
+        **BASE["workers"],
+        "compute": {"dist": "empirical", "file": "samples.txt"},
+        "availability": {"file": "avail.csv"},
+    }
+    doc = {**BASE, "workers": workers}
+    first = validate(doc, "test.yaml", base_dir=tmp_path)
+    resolved = resolved_config(first)
+    recorded = (resolved["workers"]["availability"], resolved["workers"]["compute"])
+    assert [block["sha256"] for block in recorded] == [
+        hashlib.sha256((tmp_path / name).read_bytes()).hexdigest()
+        for name in ("avail.csv", "samples.txt")
+    ]
+    for name, text in (("avail.csv", "1,2.0,5.25\n"), ("samples.txt", "0.1\n0.45\n")):
+        before = config_hash(validate(doc, "test.yaml", base_dir=tmp_path))
+        (tmp_path / name).write_text(text)
+        assert config_hash(validate(doc, "test.yaml", base_dir=tmp_path)) != before
+        # a configuration resolved before the edit no longer matches its file
+        with pytest.raises(ScenarioError, match=rf"{name}' changed since this configuration"):
+            validate(resolved, "manifest", base_dir=tmp_path)
+    # sweep points and --set record the file each one reads
+    sweep = {**doc, "sweep": {"workers.availability.file": ["avail.csv", "other.csv"]}}
+    runs = expand(validate(sweep, "test.yaml", base_dir=tmp_path), "test.yaml", tmp_path)
+    digests = [resolved_config(r.scenario)["workers"]["availability"]["sha256"] for r in runs]
+    assert digests[1] == hashlib.sha256(b"1,2.0,6.0\n").hexdigest() != digests[0]
+    moved = set_path(resolved, "workers.availability.file", "other.csv")
+    moved = set_path(moved, "workers.compute", {"dist": "constant", "value": 0.1})
+    assert resolved_config(validate(moved, "r", tmp_path))["workers"]["availability"] == {
+        "file": str(tmp_path / "other.csv"),
+        "sha256": digests[1],
+    }
+
+
+def test_resume_runs_again_after_the_availability_file_changed(tmp_path):
+    (tmp_path / "avail.csv").write_text("worker,down_at,up_at\n1,0.5,1.0\n")
+    doc = {
+        **BASE,
+        "workers": {**BASE["workers"], "availability": {"file": "avail.csv"}},
+        "problem": {"model": {"name": "quadratic", "dim": 4}},
+        "optimizer": PER_COMMIT_RULES["downpour"],
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    cmd = ["run", str(path), "--out", str(tmp_path / "out"), "--resume", "--json", "--quiet"]
+
+    def run_once():
+        result = CliRunner().invoke(app, cmd)
+        assert result.exit_code == 0, result.output
+        (row,) = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+        return row
+
+    first = run_once()
+    assert not first["skipped"] and run_once()["skipped"]
+    (tmp_path / "avail.csv").write_text("worker,down_at,up_at\n1,0.5,2.25\n")
+    again = run_once()
+    assert not again["skipped"] and again["run_id"] != first["run_id"]
