@@ -59,7 +59,9 @@ def test_mean_compute_time_matches_the_mixture_it_implies():
     # (E[every] + E[duration]) / (E[every] + E[duration] E[1/factor]) seconds.
     inverse_factor = math.log(2.0) / 2.0  # E[1/U] for U uniform on [2, 4]
     expected = law.mean() * slow.time_per_work(inverse_factor)
-    assert trace.compute_time.mean() == pytest.approx(expected, rel=0.02)
+    # The mean over these ~110,000 commits varies by 0.30 % (sd over seeds 1-40, episodes
+    # spanning several commits included): 1.5 % is 5 sd.
+    assert trace.compute_time.mean() == pytest.approx(expected, rel=0.015)
 
 
 def test_a_commit_is_slowed_by_the_factor_only_inside_an_episode():
