@@ -101,7 +101,9 @@ def _optax_step_error(name: str, kwargs: dict[str, Any]) -> str | None:
         if not isinstance(tx, optax.GradientTransformation):
             return f"optax.{name} does not return a GradientTransformation"
         tree = {"w": jax.ShapeDtypeStruct((2,), jnp.float32)}
-        jax.eval_shape(lambda p: tx.update(p, tx.init(p), p), tree)
+        # optax's code as the engine runs it, whatever numerics a caller made strict
+        with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+            jax.eval_shape(lambda p: tx.update(p, tx.init(p), p), tree)
     except Exception as exc:  # any failure of optax's code on these values is the user's
         return f"{type(exc).__name__}: {exc}"
     return None
