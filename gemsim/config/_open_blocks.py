@@ -128,7 +128,7 @@ def _optax_value_problems(name: str, kwargs: dict[str, Any]) -> list[Problem]:
     traced with all the values, and, if that fails, with each value alone (the others at
     their defaults, a required number at 1.0), so that the error names the argument at
     fault."""
-    params = inspect.signature(_optax_factory(name)).parameters
+    params = _parameters(_optax_factory(name), kwargs)
     what = f"optax.{name}"
     problems: list[Problem] = []
     for key, value in kwargs.items():
@@ -150,6 +150,16 @@ def _optax_value_problems(name: str, kwargs: dict[str, Any]) -> list[Problem]:
     if not problems:  # only the combination fails
         problems.append(((), f"{what}({_call_text(kwargs)}) fails: {error}", kwargs))
     return problems
+
+
+def _parameters(factory: Any, kwargs: dict[str, Any]) -> dict[str, inspect.Parameter]:
+    """``factory``'s parameters, with a bare one for each argument its ``**kwargs`` takes."""
+    try:
+        params = dict(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        params = {}
+    bare = {k: inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY) for k in kwargs}
+    return {**bare, **params}
 
 
 def _call_text(kwargs: dict[str, Any]) -> str:
