@@ -112,8 +112,12 @@ def _run_real(expanded: ExpandedRun, kind: RunKind, progress, address) -> RunRes
 
 def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> None:
     """Every check that can fail before running, on every expanded run, before the first
-    starts: the blocks running needs, the rule's hyperparameters, and the problem's data (its
-    files exist and give its sizes). Raises one ScenarioError listing every problem."""
+    starts: the blocks running needs, the rule's hyperparameters, the problem's data (its
+    files exist and give its sizes, its training set holds a batch), and how much work the
+    timing model would do (churn and slowdowns). Raises one ScenarioError listing every
+    problem."""
+    from ._timing_only import check_batch_size, checked_cluster
+
     problems: list[str] = []
     for i, expanded in enumerate(runs):
         scenario = expanded.scenario
@@ -128,6 +132,8 @@ def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> 
                 config.build_rule(scenario)
             if scenario.problem is not None:
                 check_problem(scenario)
+                check_batch_size(scenario)
+            checked_cluster(scenario, model_bytes=False)
         except (ValueError, OSError, TypeError) as exc:
             problems.append(f"{where}: {exc}")
     if problems:

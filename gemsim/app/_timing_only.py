@@ -12,6 +12,7 @@ from typing import Any
 
 from gemsim import config, timing
 from gemsim.config import Scenario, ScenarioError
+from gemsim.timing._churn import check_work
 from gemsim.trace import CommitTrace
 
 from ._identity import RunKind, run_id_of, run_identity
@@ -29,7 +30,55 @@ WORKER_FIGURES = (
 
 def simulate_timing(scenario: Scenario) -> CommitTrace:
     """Simulate the scenario's cluster and return its CommitTrace."""
-    return timing.simulate(config.build_cluster(scenario), seed=scenario.seed)
+    try:
+        spec = checked_cluster(scenario)
+    except (ValueError, OSError) as exc:
+        raise ScenarioError(scenario.name, [str(exc)]) from None
+    return timing.simulate(spec, seed=scenario.seed)
+
+
+def checked_cluster(scenario: Scenario, *, model_bytes: bool = True) -> timing.ClusterSpec:
+    """The scenario's cluster, checked as far as its simulation goes: an epochs budget needs
+    an epoch of at least one full batch, and the simulation may not be endless or too long
+    (`gemsim.timing._churn.check_work`: churn, slowdowns, commits at the laws' typical
+    values). A ValueError names what to change. ``model_bytes=False`` leaves out the
+    parameters' bytes (an imported model is then not traced for them): the checks stay
+    valid, on the optimistic side."""
+    bandwidth = scenario.network.bandwidth_bytes_per_s is not None
+    if scenario.budget.epochs_per_worker is not None and scenario.problem is not None:
+        check_batch_size(scenario)
+        # The sizes are read once here and handed on: an imported model may be costly.
+        steps, n_bytes = config.problem_sizes(scenario, model_bytes=model_bytes and bandwidth)
+        if steps < 1:  # a factory's own data, smaller than a batch (its size known only now)
+            raise ValueError(_no_full_batch(scenario.problem.batch_size, ""))
+        spec = config.build_cluster(scenario, sizes=(steps, n_bytes))
+    else:
+        spec = config.build_cluster(scenario, sizes=None if model_bytes else (1, 0))
+    check_work(spec)
+    return spec
+
+
+def check_batch_size(scenario: Scenario) -> None:
+    """Refuse a batch larger than the training set of the scenario's data set (its size known
+    from the data set's spec or files, without loading it); a model that brings its own data
+    is checked when it is built."""
+    from gemsim import problems
+
+    if scenario.problem is None:
+        return
+    _, data = config.problem_args(scenario)
+    if data is None:
+        return
+    n_train = problems.data_shape(data).n_train
+    if scenario.problem.batch_size > n_train:
+        raise ValueError(_no_full_batch(scenario.problem.batch_size, f" of {n_train} examples"))
+
+
+def _no_full_batch(batch_size: int, size: str) -> str:
+    return (
+        f"problem.batch_size: {batch_size} is larger than the training set{size}, which "
+        f"holds no full batch; allowed: a batch_size of at most the training set's size"
+    )
 
 
 def trace_scenario(
@@ -48,7 +97,7 @@ def trace_scenario(
     specs = []
     for expanded in runs:
         try:
-            specs.append(config.build_cluster(expanded.scenario))
+            specs.append(checked_cluster(expanded.scenario))
         except (ValueError, OSError) as exc:
             raise ScenarioError(str(path), [f"{expanded.sweep_values or 'run'}: {exc}"]) from None
     reports = []

@@ -6,10 +6,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
 
+from gemsim.timing._draws import check_compute
+
 from ._block import Block
 from ._churn_blocks import AvailabilityBlock, ChurnBlock, SlowdownsBlock
 from ._dist_blocks import Dist
 from ._protocol_blocks import Protocol, named
+
+MAX_WORKERS = 10**6
+"""The most workers a scenario may have: the timing model holds about 6.5 kB of state a
+worker (three seeded generators, a process), so 10^6 workers take about 6.5 GB before a
+single commit."""
+WORKER_BYTES = 6.5e3
 
 
 class WorkerGroup(Block):
@@ -49,6 +57,12 @@ class WorkersBlock(Block):
 
     @model_validator(mode="after")
     def _consistent(self):
+        if self.count > MAX_WORKERS:
+            raise ValueError(
+                f"count {self.count} would need about {self.count * WORKER_BYTES / 1e9:.3g} GB "
+                f"for the timing model alone (about {WORKER_BYTES / 1e3:g} kB a worker); "
+                f"allowed: at most {MAX_WORKERS:,} workers (lower workers.count)"
+            )
         grouped = sum(g.count for g in self.groups)
         if grouped > self.count:
             raise ValueError(f"groups hold {grouped} workers but workers.count is {self.count}")
@@ -59,6 +73,12 @@ class WorkersBlock(Block):
                         f"{kind}: worker {item.worker} does not exist "
                         f"(workers are 0..{self.count - 1})"
                     )
+        for i, group in enumerate(self.groups):
+            law = group.compute.build() if group.compute else self.compute.build()
+            try:
+                check_compute(law, group.speed)  # the time of a batch is law / speed
+            except ValueError as exc:
+                raise ValueError(f"groups[{i}]: {exc}") from None
         joined = [j.worker for j in self.joins]
         if len(set(joined)) != len(joined):
             raise ValueError("joins: a worker may join only once")

@@ -47,7 +47,7 @@ TAIL_PROBABILITY = 1e-12
 def _bounded(law: Distribution) -> None:
     """Refuse a law whose draws exceed `MAX_DRAW_SECONDS` with a non-negligible probability."""
     p = law.survival(MAX_DRAW_SECONDS)
-    if p > TAIL_PROBABILITY:
+    if not p <= TAIL_PROBABILITY:  # NaN too: a tail that cannot be computed is refused
         raise ValueError(
             f"{law!r} draws more than {MAX_DRAW_SECONDS:g} s with probability {p:.3g}; allowed: "
             f"parameters whose draws exceed {MAX_DRAW_SECONDS:g} s with probability <= "
@@ -154,7 +154,7 @@ class LogNormal:
 
     def survival(self, x: float) -> float:
         """P(draw > x)."""
-        if self.sigma == 0.0:
+        if self.sigma == 0.0 or x <= 0.0:  # no draw is <= 0 (log 0 is undefined)
             return 1.0 if self.median > x else 0.0
         z = (math.log(x) - math.log(self.median)) / (self.sigma * math.sqrt(2.0))
         return 0.5 * math.erfc(z)
@@ -199,7 +199,11 @@ class Gamma:
         scale = self.mean_s / self.shape
         z = x / scale
         if z > 0 or x == 0:
-            return float(gammaincc(self.shape, z))
+            p = float(gammaincc(self.shape, z))
+            if math.isnan(p):  # scipy gives up near shape 1e308, where the law is normal
+                sd = self.mean_s / math.sqrt(self.shape)
+                return 0.5 * math.erfc((x - self.mean_s) / (sd * math.sqrt(2.0)))
+            return p
         # x / scale underflowed: P(X <= x) ~ (x / scale)^shape / Gamma(shape + 1), in logs
         log_below = self.shape * (math.log(x) - math.log(scale)) - math.lgamma(self.shape + 1)
         return max(0.0, 1.0 - math.exp(min(0.0, log_below)))
@@ -340,8 +344,7 @@ class Mixture:
                     f"{', '.join(t.__name__ for t in DISTRIBUTION_TYPES)}, got {dist!r}"
                 )
             dists.append(dist)
-        total = math.fsum(weights)
-        _set(self, "components", tuple((w / total, d) for w, d in zip(weights, dists, strict=True)))
+        _set(self, "components", tuple(zip(_normalised(weights), dists, strict=True)))
 
     @property
     def weights(self) -> np.ndarray:
@@ -363,6 +366,21 @@ class Mixture:
 
     def mean(self) -> float:
         return math.fsum(w * d.mean() for w, d in self.components)
+
+
+def _normalised(weights: list[float]) -> list[float]:
+    """Finite weights > 0 divided by their sum. Weights whose sum overflows (e.g. two of
+    1e308) are first divided by the largest, which leaves their ratios as they are; other
+    weights are divided by their sum directly, so existing mixtures keep their exact values."""
+    try:
+        total = math.fsum(weights)
+    except OverflowError:  # fsum raises where a partial sum leaves the floats
+        total = math.inf
+    if math.isinf(total):
+        top = max(weights)
+        weights = [w / top for w in weights]
+        total = math.fsum(weights)
+    return [w / total for w in weights]
 
 
 Distribution: TypeAlias = (

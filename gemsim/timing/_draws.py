@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._cluster import ClusterSpec
-from ._distributions import Distribution, is_zero
+from ._cluster import TINY_SECONDS, ClusterSpec
+from ._distributions import MAX_DRAW_SECONDS, TAIL_PROBABILITY, Distribution, is_zero
 
 Draw = Callable[[], float]
 """A zero-argument callable returning the next value of a stream."""
@@ -93,6 +93,29 @@ def draw_stream(
     return itertools.chain.from_iterable(_blocks(dist, rng, group, divide, add)).__next__
 
 
+def check_compute(law: Distribution, speed: float, window: int = 1) -> None:
+    """Refuse a compute law whose commits (``window`` draws divided by ``speed``) exceed
+    `MAX_DRAW_SECONDS` with a probability above `TAIL_PROBABILITY` (virtual time would
+    overflow: a law bounded at speed 1 may not be at speed 1e-300), or fall below
+    `TINY_SECONDS` half the time (virtual time would not advance)."""
+    # P(sum of `window` draws > x) <= window * P(one draw > x / window)
+    p = min(1.0, window * law.survival(MAX_DRAW_SECONDS * speed / window))
+    if p > TAIL_PROBABILITY:
+        raise ValueError(
+            f"compute {law!r} at speed {speed!r} takes more than {MAX_DRAW_SECONDS:g} s a "
+            f"commit with probability {p:.3g}; allowed: a law and speed whose commits exceed "
+            f"{MAX_DRAW_SECONDS:g} s with probability <= {TAIL_PROBABILITY:g} (a heavier tail "
+            f"overflows virtual time): raise the speed or shorten the law"
+        )
+    below = 1.0 - law.survival(TINY_SECONDS * speed)
+    if below > 0.5:
+        raise ValueError(
+            f"compute {law!r} at speed {speed!r} takes less than {TINY_SECONDS:g} s a batch "
+            f"with probability {below:.3g}; allowed: a law and speed whose median batch takes "
+            f"at least {TINY_SECONDS:g} s (virtual time must advance)"
+        )
+
+
 class WorkerDraws(NamedTuple):
     """The three draw streams of one worker (values in seconds)."""
 
@@ -104,6 +127,8 @@ class WorkerDraws(NamedTuple):
 def worker_draws(spec: ClusterSpec, seed: int, worker: int) -> WorkerDraws:
     """Build worker ``worker``'s streams; they depend on its own spec and seed only."""
     ws = spec.workers[worker]
+    if ws.speed != 1.0 or spec.window != 1:  # at speed 1, window 1: checked when it was built
+        check_compute(ws.compute, ws.speed, spec.window)
     # Over a shared link the transfer is the link's (`_link.py`), not part of the latency.
     transfer = 0.0 if spec.shared_link else spec.transfer_seconds
     return WorkerDraws(

@@ -37,6 +37,8 @@ def with_(path: str, value, base=VALID):
 
 
 DELETE = object()
+C0 = {"dist": "constant", "value": 5e-324}
+C1 = {"dist": "constant", "value": 1.0}
 
 # (case id, document, text that must appear in the message: the field path)
 CASES = [
@@ -153,6 +155,33 @@ CASES = [
         "problem.batch_size",
     ),
     ("eval-every-zero", with_("eval", {"every": 0}), "eval.every"),
+    # Type-valid numbers whose work would not end: refused before simulating.
+    (
+        "group-speed-denormal",
+        with_("workers.groups", [{"count": 1, "speed": 5e-324}]),
+        "groups[0]: compute LogNormal(median=0.1, sigma=0.25) at speed 5e-324",
+    ),
+    ("group-speed-huge", with_("workers.groups", [{"count": 2, "speed": 1e308}]), "groups[0]"),
+    ("count-beyond-memory", with_("workers.count", 10**8), "at most 1,000,000 workers"),
+    (
+        "churn-periods-tiny",
+        with_("workers.churn", {"uptime": {"dist": "constant", "value": 1e-6}, "downtime": C1}),
+        "cannot commit",
+    ),
+    (
+        "slowdowns-of-no-length",
+        with_("workers.slowdowns", {"every": C0, "factor": C1, "duration": C0}),
+        "churn and slowdowns mean about inf events",
+    ),
+    (
+        "epochs-batch-beyond-the-data",
+        with_(
+            "budget",
+            {"epochs_per_worker": 1.0},
+            with_("problem", {"model": "logistic", "dataset": "digits", "batch_size": 2000}),
+        ),
+        "problem.batch_size: 2000 is larger than the training set of 1438 examples",
+    ),
 ]
 
 

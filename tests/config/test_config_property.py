@@ -1,6 +1,7 @@
 """Mutated scenarios through the command line: exit 0, or exit 2 with one message; never a
 traceback. The numbers include the extremes a typo produces (0, denormals, 1e308, inf, NaN,
-negatives) in every distribution family, in compute, network and service laws."""
+negatives) in every distribution family, in compute, network and service laws, in churn,
+slowdowns, group speeds and failures, and mixture weights whose sum overflows."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ EXTREMES = [
 ]
 EXTREMES += [math.inf, math.nan, -1.0, -1e-300]
 number = st.sampled_from(EXTREMES) | st.floats(allow_nan=True, allow_infinity=True)
+# Weights near the largest float: two of them overflow a plain sum.
+weight = number | st.sampled_from([1e300, 1e308, 1.7976931348623157e308])
 
 
 @st.composite
@@ -48,7 +51,7 @@ def law(draw, depth: int = 0):
     )
     if family == "mixture":
         parts = draw(st.lists(law(depth=1), min_size=1, max_size=3))
-        return {"dist": "mixture", "components": [{"weight": draw(number), **p} for p in parts]}
+        return {"dist": "mixture", "components": [{"weight": draw(weight), **p} for p in parts]}
     if family == "empirical":
         return {"dist": "empirical", "samples": draw(st.lists(number, min_size=0, max_size=4))}
     return {"dist": family, **{name: draw(number) for name in FAMILIES[family]}}
@@ -91,6 +94,61 @@ def test_trace_of_a_mutated_scenario_exits_0_or_2(doc, tmp_path):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(doc))
     _check(CliRunner().invoke(app, ["trace", str(path), "--json"]))
+
+
+@st.composite
+def lives(draw):
+    """A valid base with mutated churn, slowdowns, groups (speeds, laws) and failures."""
+    workers = {"count": 3, "compute": {"dist": "lognormal", "median": 0.1, "sigma": 0.25}}
+    if draw(st.booleans()):
+        workers["churn"] = {"uptime": draw(law()), "downtime": draw(law())}
+    if draw(st.booleans()):
+        workers["slowdowns"] = {k: draw(law()) for k in ("every", "factor", "duration")}
+    if draw(st.booleans()):
+        group = {"count": draw(st.sampled_from([1, 2, 4])), "speed": draw(number)}
+        if draw(st.booleans()):
+            group["compute"] = draw(law())
+        workers["groups"] = [group]
+    if draw(st.booleans()):
+        failure = {"worker": draw(st.sampled_from([0, 2, 3])), "at": draw(number)}
+        if draw(st.booleans()):
+            failure["restart_after"] = draw(number)
+        workers["failures"] = [failure]
+    budget = draw(st.sampled_from([{"commits": 200}, {"seconds": 2.0}]))
+    return {"name": "lives", "seed": 0, "workers": workers, "budget": budget}
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(doc=lives())
+def test_trace_of_mutated_worker_lives_exits_0_or_2(doc, tmp_path, monkeypatch):
+    # Lower the work limits (commits, churn and slowdown events) to 10^5, so that an example
+    # that is accepted simulates for a second at most; what is tested is how it ends.
+    monkeypatch.setattr("gemsim.timing._cluster.MAX_COMMITS", 10**5)
+    monkeypatch.setattr("gemsim.timing._churn.MAX_EVENTS", 10**5)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _check(CliRunner().invoke(app, ["trace", str(path), "--json"]))
+
+
+def test_mixture_weights_whose_sum_overflows_trace_like_equal_weights(tmp_path):
+    def trace(weights):
+        laws = [{"dist": "constant", "value": 1.0}, {"dist": "exponential", "mean": 1.0}]
+        parts = [{"weight": w, **law} for w, law in zip(weights, laws, strict=True)]
+        doc = {
+            "name": "mix",
+            "seed": 0,
+            "workers": {"count": 4, "compute": {"dist": "mixture", "components": parts}},
+            "budget": {"commits": 200},
+        }
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        result = CliRunner().invoke(app, ["trace", str(path), "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["trace_sha256"]
+
+    assert trace([1e308, 1e308]) == trace([1.0, 1.0])
 
 
 QUADRATIC = {

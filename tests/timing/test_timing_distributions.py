@@ -83,6 +83,37 @@ def test_mixture_normalises_weights_and_mixes():
     assert nested.mean() == pytest.approx(0.625)
 
 
+MAX_FLOAT = 1.7976931348623157e308
+
+
+def test_mixture_weights_whose_sum_overflows_keep_their_ratios():
+    laws = (Constant(1.0), Exponential(mean=1.0), Constant(2.0))
+    huge = Mixture(tuple(zip((1e308, 1e308, MAX_FLOAT), laws, strict=True)))
+    ratio = MAX_FLOAT / 1e308
+    expected = np.array([1.0, 1.0, ratio]) / (2.0 + ratio)
+    np.testing.assert_allclose(huge.weights, expected, rtol=1e-15)
+    assert math.fsum(huge.weights) == pytest.approx(1.0, abs=1e-15)
+    # Equal huge weights are exactly equal small ones: the same draws, value for value.
+    even = Mixture(((1e308, laws[0]), (1e308, laws[1])))
+    small = Mixture(((1.0, laws[0]), (1.0, laws[1])))
+    assert even.weights.tolist() == small.weights.tolist() == [0.5, 0.5]
+    a, b = (m.sample(np.random.default_rng(4), 1000) for m in (even, small))
+    assert a.tolist() == b.tolist()
+
+
+def test_gamma_survival_where_scipy_gives_up_is_the_normal_limit():
+    law = Gamma(mean=1.0, shape=1e308)  # sd 1e-154: a step at the mean
+    assert (law.survival(0.999), law.survival(1.0), law.survival(1.001)) == (1.0, 0.5, 0.0)
+    with pytest.raises(ValueError, match=r"draws more than 1e\+15 s with probability 1"):
+        Gamma(mean=MAX_FLOAT, shape=MAX_FLOAT)  # its tail was NaN, and let through
+
+
+def test_lognormal_survival_at_zero_is_one():
+    # Every draw is > 0; log(0) used to raise (a lognormal slowdown factor failed to load).
+    assert LogNormal(median=2.0, sigma=1.0).survival(0.0) == 1.0
+    assert LogNormal(median=2.0, sigma=0.0).survival(0.0) == 1.0
+
+
 BAD = [
     (lambda: Constant(-1.0), "Constant.value must be a finite number >= 0, got -1.0"),
     (lambda: Constant(float("nan")), "Constant.value"),
