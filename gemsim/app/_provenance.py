@@ -8,15 +8,19 @@ Python call) that started the run.
 
 from __future__ import annotations
 
+import contextvars
 import datetime
 import functools
 import platform
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # Packages whose version matters to a result even if the metadata of gemsim does not list
 # them (the compiled half of JAX).
@@ -98,9 +102,68 @@ def device() -> dict[str, Any]:
     }
 
 
+_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar("gemsim_call", default=None)
+
+
+def api_call(name: str) -> Callable[[F], F]:
+    """Mark a public API function (``@api_call("gemsim.run")``): while it runs, and unless the
+    `gemsim` command called it, `command_line` is the call, e.g. ``gemsim.run_sweep('s.yaml',
+    jobs=2)``. Only the outermost marked call counts (``run_sweep`` calls ``run``)."""
+
+    def mark(func: F) -> F:
+        @functools.wraps(func)
+        def marked(*args: Any, **kwargs: Any) -> Any:
+            if _CALL.get() is not None:
+                return func(*args, **kwargs)
+            token = _CALL.set(render_call(name, args, kwargs))
+            try:
+                return func(*args, **kwargs)
+            finally:
+                _CALL.reset(token)
+
+        return marked  # type: ignore[return-value]
+
+    return mark
+
+
+def render_call(name: str, args: tuple, kwargs: dict[str, Any]) -> str:
+    """``name(arg, key=value)`` with each argument's repr (paths as strings, a scenario by its
+    name, anything long cut), as a reader would type it again."""
+    shown = [_argument(a) for a in args] + [f"{k}={_argument(v)}" for k, v in kwargs.items()]
+    return f"{name}({', '.join(shown)})"
+
+
+def _argument(value: Any, limit: int = 120) -> str:
+    if isinstance(value, Path):
+        return repr(str(value))
+    scenario = getattr(value, "scenario", value)  # an expanded run: its scenario
+    if type(scenario).__name__ == "Scenario" and hasattr(scenario, "name"):
+        return f"<{type(value).__name__} {scenario.name!r}>"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _from_the_command() -> bool:
+    """Whether the `gemsim` command is running (its process, or a click invocation of it)."""
+    # A click context is active inside a command (also under typer's CliRunner in tests);
+    # recent typer releases carry their own copy of click.
+    for name in ("typer._click.globals", "click.globals"):
+        module = sys.modules.get(name)
+        if module is not None and module.get_current_context(silent=True) is not None:
+            return True
+    first = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    return first is not None and (
+        first.name == "gemsim"
+        or (first.parent.name == "gemsim" and first.name in ("cli.py", "__main__.py"))
+    )
+
+
 def command_line() -> str:
-    """How this process was started: the `gemsim` command (also as `python -m gemsim`), or
-    the Python program that called the API."""
+    """How this run was started: the `gemsim` command (also as `python -m gemsim`), the API
+    call marked with `api_call` that is running, or else the Python program."""
+    call = _CALL.get()
+    if call is not None and not _from_the_command():
+        return call
     argv = list(sys.argv)
     if not argv or not argv[0]:
         return "python (interactive)"
@@ -112,7 +175,8 @@ def command_line() -> str:
 
 
 def provenance(*, started_at: str, ended_at: str, call: str | None = None) -> dict[str, Any]:
-    """Everything above as one plain mapping; ``call`` names a Python API call."""
+    """Everything above as one plain mapping; ``call`` names a Python API call (by default
+    the one `api_call` marked, or the command line)."""
     return {
         "gemsim": package_versions().get("gemsim"),
         **git_state(),

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gemsim import config
+from gemsim._checks import UserError
 from gemsim.config import ScenarioError
 from gemsim.trace import CommitTrace
 
@@ -21,15 +22,21 @@ from ._run import preflight, run, write_result
 
 
 def read_trace_arg(trace_file: str | Path) -> tuple[CommitTrace, Path]:
-    """The trace of a `trace.parquet` or of a run folder holding one (a ScenarioError naming
-    the file when it is missing or not a commit trace)."""
+    """The trace of a `trace.parquet` or of a run folder holding one (a UserError naming the
+    path when there is no such file or folder, or the file is not a commit trace)."""
     path = Path(trace_file)
+    if not path.exists():
+        raise UserError(
+            str(path), "no such trace or run folder (give a trace.parquet or a run's folder)"
+        )
     if path.is_dir():  # a run folder (e.g. of a real run): its recorded trace
         path = path / "trace.parquet"
+        if not path.is_file():
+            raise UserError(str(path.parent), "no trace.parquet in this folder (not a run)")
     try:
         return CommitTrace.from_parquet(path), path
     except (OSError, ValueError) as exc:
-        raise ScenarioError(str(path), [f"not a readable commit trace: {exc}"]) from None
+        raise UserError(str(path), f"not a readable commit trace: {exc}") from None
 
 
 def replay_file(

@@ -14,7 +14,7 @@ from gemsim.config import ExpandedRun, Scenario, ScenarioError
 from gemsim.trace import CommitTrace
 
 from ._identity import RunKind
-from ._provenance import utc_now
+from ._provenance import api_call, utc_now
 from ._record import (
     RunIdentity,
     RunResult,
@@ -30,6 +30,7 @@ BACKENDS = ("sim", "process", "ray")
 Progress = Callable[[int, int], None]
 
 
+@api_call("gemsim.run")
 def run(
     scenario: Scenario | ExpandedRun,
     *,

@@ -39,14 +39,19 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM arrived (raised in the main thread inside `interruptible()`).
 
     A KeyboardInterrupt, so that code which stops cleanly on Ctrl-C stops cleanly on SIGTERM.
+    Its only argument is the signal's number, so that ``type(e)(*e.args)`` rebuilds it:
+    SimPy re-raises an exception from a process that way.
 
     Attributes:
         signum: the signal's number.
     """
 
     def __init__(self, signum: int = signal.SIGTERM):
-        super().__init__(f"terminated by {signal.Signals(signum).name}")
-        self.signum = signum
+        super().__init__(int(signum))
+        self.signum = int(signum)
+
+    def __str__(self) -> str:
+        return f"terminated by {signal.Signals(self.signum).name}"
 
 
 @dataclass

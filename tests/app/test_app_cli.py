@@ -205,3 +205,84 @@ def test_trace_json_is_one_line_per_run(tmp_path):
     assert [r["n_workers"] for r in rows] == [2, 3] and all("trace_sha256" in r for r in rows)
     single = runner.invoke(app, ["trace", str(_write(tmp_path, QUAD, "one.yaml")), "--json"])
     assert len(_lines(single.stdout)) == 1  # the same shape for one run as for many
+
+
+def test_terminated_is_rebuilt_from_its_args_through_a_simpy_process():
+    # SimPy re-raises a process's exception as type(e)(*e.args): SIGTERM inside a simulation
+    # (a churn run is long) must still end as SIGTERM, exit 143, not as a ValueError.
+    import signal
+
+    import simpy
+
+    from gemsim.app._signals import Terminated, exit_code
+
+    def worker(env):
+        yield env.timeout(1.0)
+        raise Terminated(signal.SIGTERM)
+
+    env = simpy.Environment()
+    env.process(worker(env))
+    with pytest.raises(Terminated) as info:
+        env.run()
+    assert info.value.signum == signal.SIGTERM and exit_code(info.value) == 143
+    assert str(info.value) == "terminated by SIGTERM"
+
+
+def test_replay_of_a_missing_trace_says_so(sim_run, tmp_path):
+    path, _, _ = sim_run
+    result = runner.invoke(app, ["replay", str(tmp_path / "nonexistent"), str(path)])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {tmp_path / 'nonexistent'}: no such trace or run folder " \
+        "(give a trace.parquet or a run's folder)\n"  # fmt: skip
+    empty = runner.invoke(app, ["replay", str(tmp_path), str(path)])
+    assert empty.exit_code == 2 and "no trace.parquet in this folder" in empty.stderr
+
+
+def test_a_batch_larger_than_the_data_is_refused_before_any_run(tmp_path):
+    doc = {
+        **QUAD,
+        "problem": {"model": "logistic", "dataset": "digits", "batch_size": 16},
+        "sweep": {"problem.batch_size": [16, 100000]},
+    }
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["run", str(_write(tmp_path, doc)), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "problem.batch_size: 100000 is larger than the training set of 1438" in result.stderr
+    assert not out.exists()  # the batch-16 run did not start either
+    # `trace` with an epochs budget: an epoch of no full batch used to count as one step.
+    one = {**doc, "budget": {"epochs_per_worker": 1.0}, "sweep": {}}
+    path = _write(tmp_path, one, "epochs.yaml")
+    assert runner.invoke(app, ["trace", str(path)]).exit_code == 0
+    refused = runner.invoke(app, ["trace", str(path), "--set", "problem.batch_size=100000"])
+    assert refused.exit_code == 2 and "larger than the training set" in refused.stderr
+
+
+def test_a_run_started_from_python_records_the_call(tmp_path):
+    import gemsim
+    from gemsim.app import write_result
+    from gemsim.app._provenance import render_call
+
+    scenario = gemsim.load_scenario(_write(tmp_path, QUAD))
+    folder = write_result(tmp_path / "out", gemsim.run(scenario))
+    assert read_manifest(folder)["provenance"]["command"] == "gemsim.run(<Scenario 'cli'>)"
+    shown = render_call("gemsim.run_sweep", (Path("file.yaml"),), {"jobs": 2})
+    assert shown == "gemsim.run_sweep('file.yaml', jobs=2)"
+
+
+def test_a_marked_call_made_by_the_command_records_the_command_line():
+    import typer
+
+    from gemsim.app._provenance import api_call, command_line
+
+    @api_call("gemsim.example")
+    def example(path, jobs=1):
+        return command_line()
+
+    assert example("s.yaml", jobs=2) == "gemsim.example('s.yaml', jobs=2)"
+    cli = typer.Typer()
+
+    @cli.command()
+    def go():
+        typer.echo(example("s.yaml"))
+
+    assert runner.invoke(cli, []).stdout.strip() == " ".join(sys.argv)  # here, pytest's
