@@ -9,8 +9,10 @@
   ``cifar-10-batches-py``; the archive itself is not kept.
 
 A file is only ever written after its digest matched, and it is written atomically
-(temporary file + rename; an archive is unpacked into a temporary folder that is then
-renamed), so an interrupted download never leaves a file that looks complete.
+(`gemsim._atomic`: temporary file, fsync, rename; an archive is unpacked into a temporary
+folder that is then renamed), so an interrupted download never leaves a file that looks
+complete. The target folder is created with the first verified file: a download that fails
+from the start (offline) leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import NamedTuple
+
+from gemsim._atomic import atomic_write_bytes, fsync_dir
 
 from ._data_files import CIFAR10_FILES, CIFAR10_FOLDER
 
@@ -127,17 +131,6 @@ def _urlopen(url: str) -> bytes:
         return response.read()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _digest(data: bytes, content: bool) -> str:
     if content:
         try:
@@ -180,8 +173,8 @@ def download_mnist(
     from the first mirror that serves them with the right digest.
 
     Args:
-      dest: directory to fill (created if missing); point ``Mnist(data_dir=...)``
-        or ``$GEMSIM_DATA`` at it afterwards.
+      dest: directory to fill (created with its first verified file); point
+        ``Mnist(data_dir=...)`` or ``$GEMSIM_DATA`` at it afterwards.
       mirrors: base URLs to try in order (any scheme urllib opens, file:// too).
       files: file name -> expected sha256 hex digest.
       fetch: downloads one URL; defaults to ``urllib.request.urlopen``.
@@ -200,6 +193,7 @@ def _unpack(archive: bytes, dest: Path) -> None:
     """Unpacks a CIFAR-10 archive's batches into ``dest / cifar-10-batches-py`` (atomically:
     into a temporary folder beside it, then renamed; only plain files, nothing outside)."""
     target = dest / CIFAR10_FOLDER
+    dest.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest, prefix=f".{CIFAR10_FOLDER}."))
     try:
         try:
@@ -214,6 +208,7 @@ def _unpack(archive: bytes, dest: Path) -> None:
         if target.exists():
             shutil.rmtree(target)
         os.replace(unpacked, target)
+        fsync_dir(dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -239,7 +234,8 @@ def download_dataset(
 
     Args:
       name: ``mnist``, ``fashion-mnist`` or ``cifar10``.
-      dest: directory to fill (created if missing); point the data set's ``data_dir`` at it.
+      dest: directory to fill (created with its first verified file); point the data
+        set's ``data_dir`` at it.
       source: files, digests and mirrors (default: the published ones).
       fetch: downloads one URL; defaults to ``urllib.request.urlopen``.
 
@@ -257,8 +253,7 @@ def download_dataset(
                 f"no public download for data set {name!r}; known: {', '.join(DATASET_SOURCES)}"
             )
         source = DATASET_SOURCES[name]
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
+    dest = Path(dest)  # created with the first verified file: a failed download leaves none
     fetch = _urlopen if fetch is None else fetch
     for file, sha256 in source.files.items():
         if _present(dest, file, sha256, source):
@@ -267,5 +262,5 @@ def download_dataset(
         if source.unpack:
             _unpack(data, dest)
         else:
-            _write_atomic(dest / file, data)
+            atomic_write_bytes(dest / file, data)
     return dest

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from gemsim.problems import MNIST_FILES, MNIST_MIRRORS, download_mnist
+from gemsim.problems import MNIST_FILES, MNIST_MIRRORS, download_dataset, download_mnist
 
 
 def _mirror(root, files: dict[str, bytes]) -> str:
@@ -46,7 +46,7 @@ def test_bad_digest_everywhere_raises_and_writes_nothing(tmp_path):
     with pytest.raises(RuntimeError, match=r"a\.gz.*sha256 [0-9a-f]{64} does not match") as info:
         download_mnist(tmp_path / "out", mirrors=(mirror,), files=expected)
     assert expected["a.gz"] in str(info.value)
-    assert list((tmp_path / "out").iterdir()) == []
+    assert not (tmp_path / "out").exists()  # not even the folder
 
 
 def test_falls_back_to_the_next_mirror(tmp_path):
@@ -88,3 +88,26 @@ def test_network_errors_are_reported_per_mirror(tmp_path):
             files={"a.gz": "0" * 64},
             fetch=offline,
         )
+
+
+def test_an_offline_download_leaves_no_folder_and_the_first_verified_file_makes_it(tmp_path):
+    def offline(url: str) -> bytes:
+        raise OSError(f"offline: {url}")
+
+    dest = tmp_path / "data" / "mnist"
+    with pytest.raises(RuntimeError, match="could not download"):
+        download_dataset("mnist", dest, fetch=offline)
+    assert not (tmp_path / "data").exists()  # `gemsim download` offline leaves nothing
+
+    files = {"a.gz": b"A", "b.gz": b"B"}
+
+    def half_online(url: str) -> bytes:
+        name = url.rsplit("/", 1)[1]
+        if name == "b.gz":
+            raise OSError("connection reset")
+        return files[name]
+
+    with pytest.raises(RuntimeError, match=r"b\.gz"):
+        download_mnist(dest, mirrors=("https://m/",), files=_digests(files), fetch=half_online)
+    assert [p.name for p in dest.iterdir()] == ["a.gz"]  # verified, whole, no temporary file
+    assert (dest / "a.gz").read_bytes() == b"A"
