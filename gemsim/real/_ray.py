@@ -17,7 +17,8 @@ Interrupts: the driver waits in `ray.get`/`ray.wait`, which let signal handlers 
 KeyboardInterrupt (or SIGTERM's `Terminated`, gemsim/app/_signals.py) reaches it within a
 poll; the actors are then killed and a Ray instance this run started is shut down. `ray.init`
 replaces the SIGTERM handler with one that calls `sys.exit(15)`: the driver's own handler is
-put back once Ray is up, and a SIGTERM during start-up still ends the run as SIGTERM.
+put back once Ray is up, and a SIGTERM during start-up still ends the run as SIGTERM;
+`ray.shutdown` resets SIGTERM to its default action, so the handler is put back after it too.
 """
 
 from __future__ import annotations
@@ -158,7 +159,12 @@ def run_ray(job: RealJob, *, progress: Progress | None = None, address: str | No
         return _Driver(job, ray, progress).run()
     finally:
         if started_ray:
-            ray.shutdown()
+            # `ray.shutdown` puts SIGTERM's disposition back to the default at the C level
+            # (Python's own record still names the driver's handler), so that a SIGTERM
+            # while the run folder is written would kill the process outright: the
+            # handler is installed again.
+            with _keeping_sigterm_handler():
+                ray.shutdown()
             _kill_ray_processes(before)
 
 
