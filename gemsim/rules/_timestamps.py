@@ -3,10 +3,11 @@
 A rule that discards or buffers commits (``rennala``, ``fedbuff``) moves the central variable
 less often than workers commit, and its paper counts a gradient's delay in those updates.
 (``ringmaster`` discards commits too but judges each by its staleness in commits, as every
-other rule does; its docstring says how that differs from the paper's count.) The server keeps ``timestamp`` (updates applied so far) in its state; each
-worker records the timestamp of the parameters it pulled: at its own commit (it pulls right
-after) and, through ``on_pull``, at any other pull (a join, a restart, a barrier). The delay
-of a commit is ``server.timestamp - ws.pulled_at``. ``softsync`` keeps the same bookkeeping.
+other rule does; its docstring says how that differs from the paper's count.) The server
+keeps ``timestamp`` (updates applied so far) in its state; each worker records the timestamp
+of the parameters it pulled: at its own commit (it pulls right after) and, through
+``on_pull``, at any other pull (a join, a restart, a barrier). The delay of a commit is
+``server.timestamp - ws.pulled_at``. ``softsync`` keeps the same bookkeeping.
 """
 
 from typing import NamedTuple
