@@ -61,6 +61,13 @@ def _interval(low: float, high: float, low_open: bool, high_open: bool) -> str:
     return f"in {left}{low}, {high}{right}"
 
 
+def is_traced(value: object) -> bool:
+    """A value JAX traces (it has an abstract value): a hyperparameter of runs executed
+    together in one program (`engine: {batch_runs}`), each run's own value having been
+    checked when its scenario was loaded. Checks pass it through unchanged."""
+    return hasattr(value, "aval")
+
+
 def check_real(
     name: str,
     value: object,
@@ -70,7 +77,10 @@ def check_real(
     low_open: bool = False,
     high_open: bool = False,
 ) -> float:
-    """``value`` as a float if it is a finite real in the interval, else ``ValueError``."""
+    """``value`` as a float if it is a finite real in the interval, else ``ValueError``
+    (a traced value is returned as it is: `is_traced`)."""
+    if is_traced(value):
+        return value  # type: ignore[return-value]
     ok = is_real(value) and math.isfinite(float(value))  # type: ignore[arg-type]
     if ok:
         v = float(value)  # type: ignore[arg-type]

@@ -1,10 +1,10 @@
 """The work of a sweep, wherever it runs: a unit of expanded runs in, one outcome per run out.
 
 A unit is what a scheduler hands to one process (this one, a worker process of `--jobs N`, a
-Ray task): today a single run, and a list so that a unit can be a batch of runs executed
-together. An outcome is everything the run's folder will hold; the driver writes the folders
-(gemsim.results.write_run), so work can run anywhere, be killed at any moment, and never
-touch the results folder.
+Ray task): a single run, or a batch of runs executed together in one compiled program
+(`engine.batch_runs`, `_batches.py`). An outcome is everything the run's folder will hold;
+the driver writes the folders (gemsim.results.write_run), so work can run anywhere, be killed
+at any moment, and never touch the results folder.
 """
 
 from __future__ import annotations
@@ -93,17 +93,36 @@ def execute_run(who: RunIdentity, *, progress: Progress | None = None) -> Outcom
     return Outcome(result.manifest, result.trace, result.metrics, flat_params(result.params))
 
 
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    """What one process executes and hands back at once: a run alone, or several runs
+    executed together as one batch of `pad_to` runs (copies of the first run fill a batch
+    that has fewer left: `_batches.plan_batches` says why)."""
+
+    runs: tuple[RunIdentity, ...]
+    pad_to: int = 0
+
+    @property
+    def label(self) -> str:
+        return " ".join(w.run_id for w in self.runs)
+
+
 def execute_unit(
-    unit: Sequence[RunIdentity],
+    unit: Unit,
     progress: Progress | None = None,
     *,
     where: Mapping[str, Any] | None = None,
 ) -> list[Outcome]:
     """Every run of a unit, one outcome each, in the unit's order, each marked with where it
-    ran (`where`, default this process). `progress(done, total)` reports the commits of the
-    run under way."""
+    ran (`where`, default this process). `progress(done, total)` reports the commits under
+    way."""
     where = here("in-process") if where is None else where
-    return [execute_run(who, progress=progress).placed(where) for who in unit]
+    if unit.pad_to:
+        from ._batches import execute_batch
+
+        done = execute_batch(unit.runs, progress, pad_to=unit.pad_to)
+        return [outcome.placed(where) for outcome in done]
+    return [execute_run(who, progress=progress).placed(where) for who in unit.runs]
 
 
 def failed_outcome(

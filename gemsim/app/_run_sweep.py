@@ -11,8 +11,9 @@ recorded `failed` and the sweep goes on; a unit whose process or node is lost is
 from __future__ import annotations
 
 import importlib.util
+import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,11 @@ from gemsim import config, results
 from gemsim._checks import UserError
 from gemsim.config import ExpandedRun, Scenario, ScenarioError
 
-from ._execute import Outcome, execute_unit, here, lost_unit
+from ._batches import plan_batches
+from ._execute import Outcome, Unit, execute_unit, here, lost_unit
 from ._identity import RunKind
 from ._progress import ProgressBar, SweepProgress
-from ._provenance import command_line
+from ._provenance import api_call, command_line
 from ._record import RunIdentity, SweepRow, summary_row
 from ._run import BACKENDS, preflight
 from ._stages import compile_key
@@ -36,6 +38,7 @@ CLUSTERS = ("ray",)
 OnRow = Callable[[Path, SweepRow], None]
 
 
+@api_call("gemsim.run_file")
 def run_file(
     path: str | Path,
     *,
@@ -71,6 +74,7 @@ def run_file(
     return out_dir, rows
 
 
+@api_call("gemsim.run_sweep")
 def run_sweep(
     scenario: Scenario | str | Path,
     *,
@@ -184,25 +188,26 @@ def sweep(
             rows[i] = _row(out_dir, row, on_row)
         else:
             todo.append(i)
-    units = plan_units(todo)
+    batches = plan_batches(who, todo)
+    units = batches.units
+    if not quiet:
+        for note in batches.notes:
+            print(note, file=sys.stderr, flush=True)
+    work = [
+        Unit(tuple(who[i] for i in unit), pad)
+        for unit, pad in zip(units, batches.pad_to, strict=True)
+    ]
     where = dict(jobs=jobs, cluster=cluster, address=address)
     command = command_line()
     # closing(): an exception here (Ctrl-C while a folder is written) stops the workers now,
     # not when the traceback that holds this generator is collected.
-    with closing(_finished_units(units, who, quiet=quiet, **where)) as finished:
+    with closing(_finished_units(units, work, len(who), quiet=quiet, **where)) as finished:
         for index, outcomes in finished:
             for i, outcome in zip(units[index], outcomes, strict=True):
                 outcome = outcome.placed({}, command=command)
                 outcome.write(out_dir)
                 rows[i] = _row(out_dir, summary_row(outcome.manifest), on_row)
     return rows  # type: ignore[return-value]
-
-
-def plan_units(todo: Sequence[int]) -> list[list[int]]:
-    """The units of work: lists of positions in the sweep, each executed by one process (or
-    Ray task) and coming back together. One run per unit; runs that can execute as one
-    batch will share a unit."""
-    return [[i] for i in todo]
 
 
 def _row(out_dir: Path, row: SweepRow, on_row: OnRow | None) -> SweepRow:
@@ -213,7 +218,8 @@ def _row(out_dir: Path, row: SweepRow, on_row: OnRow | None) -> SweepRow:
 
 def _finished_units(
     units: list[list[int]],
-    who: list[RunIdentity],
+    work: list[Unit],
+    n_runs: int,
     *,
     quiet: bool,
     jobs: int,
@@ -221,19 +227,18 @@ def _finished_units(
     address: str | None,
 ) -> Iterator[tuple[int, list[Outcome]]]:
     """`(unit index, outcomes)` as units finish: here, from a local pool or from Ray."""
-    work = [[who[i] for i in unit] for unit in units]
     if cluster is None and jobs == 1:
-        yield from _here(units, work, len(who), quiet)
+        yield from _here(units, work, n_runs, quiet)
         return
-    progress = SweepProgress(sum(len(u) for u in work), quiet=quiet)
-    labels = [" ".join(w.run_id for w in unit) for unit in work]
+    progress = SweepProgress(sum(len(u.runs) for u in work), quiet=quiet)
+    labels = [unit.label for unit in work]
     if cluster == "ray":
         pool = RayPool(address=address, jobs=jobs if jobs > 1 else None)
     else:
         pool = LocalPool(
             jobs, local_unit, on_progress=lambda i, d, t: progress.update(labels[i], d, t)
         )
-    keys = [compile_key(unit[0].expanded.scenario) for unit in work]
+    keys = [compile_key(unit.runs[0].expanded.scenario) for unit in work]
     try:
         with closing(pool.results(work, keys)) as finished:
             for index, result in finished:
@@ -246,15 +251,18 @@ def _finished_units(
 
 
 def _here(units, work, n_runs: int, quiet: bool) -> Iterator[tuple[int, list[Outcome]]]:
-    """One run after another in this process, each with its own progress bar."""
+    """One unit after another in this process, each with its own progress bar."""
     for index, (positions, unit) in enumerate(zip(units, work, strict=True)):
-        outcomes = []
-        for i, w in zip(positions, unit, strict=True):
-            bar = ProgressBar(f"[{i + 1}/{n_runs}] {w.run_id}", quiet=quiet)
-            try:
-                outcomes += execute_unit([w], progress=bar)
-            finally:
-                bar.close()
+        first = positions[0] + 1
+        if len(unit.runs) == 1:
+            label = f"[{first}/{n_runs}] {unit.runs[0].run_id}"
+        else:
+            label = f"[{first}-{positions[-1] + 1}/{n_runs}] {len(unit.runs)} runs together"
+        bar = ProgressBar(label, quiet=quiet)
+        try:
+            outcomes = execute_unit(unit, progress=bar)
+        finally:
+            bar.close()
         yield index, outcomes
 
 
@@ -263,9 +271,11 @@ def local_unit(unit, progress) -> list[Outcome]:
     return execute_unit(unit, progress, where=here("local"))
 
 
-def _outcomes(unit: list[RunIdentity], result: list[Outcome] | Lost) -> list[Outcome]:
+def _outcomes(unit: Unit, result: list[Outcome] | Lost) -> list[Outcome]:
     if isinstance(result, Lost):
-        return lost_unit(unit, result.reason, started=result.started, started_at=result.started_at)
+        return lost_unit(
+            unit.runs, result.reason, started=result.started, started_at=result.started_at
+        )
     return result
 
 

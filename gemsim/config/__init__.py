@@ -2,6 +2,8 @@
 the stages' typed inputs. Nothing here runs a simulation or imports JAX (rules are imported
 only when `build_rule` is called)."""
 
+from ._batching import batch_signature as batch_signature
+from ._batching import lifted_rule as lifted_rule
 from ._build import build_cluster as build_cluster
 from ._build import build_rule as build_rule
 from ._build import problem_args as problem_args

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    Field,
+    NonNegativeFloat,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
 
-from gemsim.timing._draws import check_compute
+from gemsim.timing import check_compute
 
 from ._block import Block
 from ._churn_blocks import AvailabilityBlock, ChurnBlock, SlowdownsBlock
@@ -148,5 +155,17 @@ class EvalBlock(Block):
 
 
 class EngineBlock(Block):
+    """How runs execute. `batch_runs`: runs of a sweep that share every shape execute together
+    in one compiled program (`auto`: where that is measured to pay, up to a size that fits in
+    memory; `off`; or at most N runs at once). It says how runs execute, not what they are:
+    it is not part of a run's identity."""
+
     executor: Literal["auto", "sequential", "batched"] = "auto"
     chunk: PositiveInt = 512
+    batch_runs: Literal["auto", "off"] | PositiveInt = "auto"
+
+    @field_validator("batch_runs", mode="before")
+    @classmethod
+    def _yaml_off(cls, value):
+        """YAML reads a bare `off` as false."""
+        return "off" if value is False else value

@@ -34,7 +34,11 @@ def resolved_config(scenario: Scenario) -> dict[str, Any]:
 
 
 def config_hash(scenario: Scenario) -> str:
-    text = json.dumps(resolved_config(scenario), sort_keys=True, separators=(",", ":"))
+    """The sha256 of what a run is: its resolved configuration, less how it executes beside
+    other runs (`engine.batch_runs`, like `--jobs`)."""
+    config = resolved_config(scenario)
+    config["engine"] = {k: v for k, v in config["engine"].items() if k != "batch_runs"}
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 

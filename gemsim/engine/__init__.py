@@ -6,6 +6,8 @@ from ._choice import resolve_executor as resolve_executor
 from ._executor import EngineResult as EngineResult
 from ._executor import Executor as Executor
 from ._executor import chunk_sizes as chunk_sizes
+from ._many import ManyRunsExecutor as ManyRunsExecutor
+from ._many import RunInputs as RunInputs
 from ._plan import ExecutionPlan as ExecutionPlan
 from ._plan import make_plan as make_plan
 from ._plan import plan_of as plan_of

@@ -103,7 +103,7 @@ class Executor(abc.ABC):
         diverged_at = int(carry.diverged_at)
         if diverged_at >= 0:
             carry = self._last_finite(problem, params, plan, diverged_at)
-        return self._result(problem, carry, recorder, diverged_at, final_eval)
+        return engine_result(problem, carry, recorder, diverged_at, final_eval)
 
     def _run(self, problem, params, plan: ExecutionPlan, progress: Progress | None):
         carry, recorder = self.initial_carry(params), MetricsRecorder()
@@ -140,28 +140,37 @@ class Executor(abc.ABC):
             recorder.add_eval(k, jax.device_get(problem.evaluate(carry.theta)))
         return carry
 
-    def _result(
-        self, problem, carry: Carry, recorder: MetricsRecorder, diverged_at: int, final_eval: bool
-    ):
-        metrics = recorder.columns(stop=diverged_at + 1 if diverged_at >= 0 else None)
-        n_rows = len(next(iter(metrics.values()))) if metrics else 0
-        last = max(recorder.evals) if recorder.evals else None
-        if diverged_at < 0 and last is not None and last == n_rows - 1:
-            final = recorder.evals[last]
-        elif not final_eval:
-            final = {}
-        else:
-            final = {k: float(v) for k, v in jax.device_get(problem.evaluate(carry.theta)).items()}
-        return EngineResult(
-            params=jax.device_get(carry.theta),
-            status=Status.DIVERGED if diverged_at >= 0 else Status.OK,
-            n_commits=diverged_at if diverged_at >= 0 else n_rows,
-            diverged_at=diverged_at if diverged_at >= 0 else None,
-            metrics=metrics,
-            evals=recorder.evals,
-            final=final,
-            server_state=jax.device_get(carry.server),
-        )
+
+def engine_result(
+    problem,
+    carry: Carry,
+    recorder: MetricsRecorder,
+    diverged_at: int,
+    final_eval: bool,
+    *,
+    length: int | None = None,
+) -> EngineResult:
+    """A run's EngineResult from its final carry and recorded metrics (every executor's);
+    `length`: the run's commits, where the recorder holds more (padding of a batch of runs)."""
+    metrics = recorder.columns(stop=diverged_at + 1 if diverged_at >= 0 else length)
+    n_rows = len(next(iter(metrics.values()))) if metrics else 0
+    last = max(recorder.evals) if recorder.evals else None
+    if diverged_at < 0 and last is not None and last == n_rows - 1:
+        final = recorder.evals[last]
+    elif not final_eval:
+        final = {}
+    else:
+        final = {k: float(v) for k, v in jax.device_get(problem.evaluate(carry.theta)).items()}
+    return EngineResult(
+        params=jax.device_get(carry.theta),
+        status=Status.DIVERGED if diverged_at >= 0 else Status.OK,
+        n_commits=diverged_at if diverged_at >= 0 else n_rows,
+        diverged_at=diverged_at if diverged_at >= 0 else None,
+        metrics=metrics,
+        evals=recorder.evals,
+        final=final,
+        server_state=jax.device_get(carry.server),
+    )
 
 
 def chunk_sizes(length: int, max_chunk: int) -> list[int]:

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gemsim.rules import CommitContext, Work
+from gemsim.rules import CommitContext, Work, stored
 from gemsim.types import PyTree
 
 from ._layout import RowLayout
@@ -51,8 +51,15 @@ class LocalWork(NamedTuple):
     loss: jax.Array
 
 
-def gradient_phase(rule, layout: RowLayout, problem, row, worker, first_step) -> LocalWork:
-    """The worker's local work from its row: `window` gradients and local steps."""
+def gradient_phase(
+    rule, layout: RowLayout, problem, row, worker, first_step, token=None
+) -> LocalWork:
+    """The worker's local work from its row: `window` gradients and local steps.
+
+    `token` (default `first_step`): the run-time scalar that stores the work before the
+    commit reads it (`_materialize`); it must not be batched where the phase is vmapped
+    over runs, or the boundary becomes a select that XLA fuses through.
+    """
     snapshot, ws = layout.unravel(row)
     x0 = rule.start(snapshot, ws)
     grad_fn = jax.value_and_grad(problem.loss)
@@ -70,10 +77,11 @@ def gradient_phase(rule, layout: RowLayout, problem, row, worker, first_step) ->
     else:
         (x, acc, ws), losses = jax.lax.scan(body, carry, jnp.arange(rule.window))
         loss = jnp.mean(losses)
+    token = first_step if token is None else token
     if rule.window > 1:
-        x, acc = _materialize((x, acc), first_step)
+        x, acc = _materialize((x, acc), token)
     else:
-        acc = _materialize(acc, first_step)
+        acc = _materialize(acc, token)
     return LocalWork(x0, x, acc, ws, loss)
 
 
@@ -82,11 +90,49 @@ def _materialize(tree: PyTree, token: jax.Array) -> PyTree:
     work to the server (gemsim.real). Otherwise XLA fuses the last local step into the
     commit: theta + (-lr * g) becomes one fused multiply-add, rounded once instead of
     twice, and the replay of a real run drifts from it by an ulp per commit, which training
-    amplifies. XLA on CPU drops optimization barriers before fusing; a conditional on a
-    value known only at run time (`token >= 0`, always true) is a boundary it keeps. `x`
-    is only materialized for windowed rules: the others' commits do not read it.
+    amplifies (`rules.stored`). `x` is only materialized for windowed rules: the others'
+    commits do not read it.
     """
-    return jax.lax.cond(token >= 0, lambda t: t, lambda t: jax.tree.map(jnp.zeros_like, t), tree)
+    return stored(tree, token)
+
+
+class Committed(NamedTuple):
+    """A commit's effect on one run, before its row is written into the slots."""
+
+    theta: PyTree
+    server: PyTree
+    row: jax.Array  # float32[K]: the committer's new row (theta as its snapshot, its state)
+    row_index: jax.Array  # int32[]: where the row goes (the spare row for padding)
+    diverged: jax.Array
+    diverged_at: jax.Array
+
+
+def commit_math(
+    rule, layout: RowLayout, carry, inp: StepInput, work: LocalWork, spare, *, padded=False
+) -> tuple[Committed, StepOutput]:
+    """The atomic commit at the PS: the rule's commit, the committer's new row and the
+    divergence flags (`carry` needs theta, server, diverged and diverged_at; `spare` is the
+    index of the spare row, where padding writes)."""
+    ctx = CommitContext(staleness=inp.staleness, commit=inp.commit, round_end=inp.round_end)
+    theta, server, ws, info = rule.commit(
+        carry.theta, carry.server, work.ws, Work(work.x0, work.x, work.acc), ctx
+    )
+    finite = jnp.isfinite(work.loss) & jnp.isfinite(info.update_norm)
+    if padded:
+        finite = finite | ~inp.active
+        theta = _select(inp.active, theta, carry.theta)
+        server = _select(inp.active, server, carry.server)
+    row_index = jnp.where(inp.active, inp.worker, spare)
+    newly = ~finite & ~carry.diverged
+    committed = Committed(
+        theta=theta,
+        server=server,
+        row=layout.ravel(theta, ws),
+        row_index=row_index,
+        diverged=carry.diverged | ~finite,
+        diverged_at=jnp.where(newly, inp.commit, carry.diverged_at),
+    )
+    return committed, StepOutput(batch_loss=work.loss, finite=finite, info=info)
 
 
 def commit_phase(
@@ -104,26 +150,11 @@ def commit_phase(
     commit's cost beside its gradient. `padded` (batched waves): inactive padding members
     must leave theta and the server state unchanged.
     """
-    ctx = CommitContext(staleness=inp.staleness, commit=inp.commit, round_end=inp.round_end)
-    theta, server, ws, info = rule.commit(
-        carry.theta, carry.server, work.ws, Work(work.x0, work.x, work.acc), ctx
-    )
-    finite = jnp.isfinite(work.loss) & jnp.isfinite(info.update_norm)
-    if padded:
-        finite = finite | ~inp.active
-        theta = _select(inp.active, theta, carry.theta)
-        server = _select(inp.active, server, carry.server)
-    row_index = jnp.where(inp.active, inp.worker, carry.slots.shape[0] - 1)
-    slots = jax.lax.dynamic_update_index_in_dim(carry.slots, layout.ravel(theta, ws), row_index, 0)
-    newly = ~finite & ~carry.diverged
-    carry = Carry(
-        theta=theta,
-        server=server,
-        slots=slots,
-        diverged=carry.diverged | ~finite,
-        diverged_at=jnp.where(newly, inp.commit, carry.diverged_at),
-    )
-    return carry, StepOutput(batch_loss=work.loss, finite=finite, info=info)
+    spare = carry.slots.shape[0] - 1
+    done, out = commit_math(rule, layout, carry, inp, work, spare, padded=padded)
+    slots = jax.lax.dynamic_update_index_in_dim(carry.slots, done.row, done.row_index, 0)
+    carry = Carry(done.theta, done.server, slots, done.diverged, done.diverged_at)
+    return carry, out
 
 
 def make_step(rule, layout: RowLayout):
@@ -141,7 +172,7 @@ def make_step(rule, layout: RowLayout):
     return step
 
 
-def make_chunk(rule, layout: RowLayout):
+def make_chunk(rule, layout: RowLayout, *, padded: bool = False):
     """`chunk(problem, carry, inputs) -> (carry, outputs)`: a scan of commits, pipelined.
 
     The row of commit k + 1 is read right after commit k's in-place write and carried as a
@@ -149,12 +180,13 @@ def make_chunk(rule, layout: RowLayout):
     read is left inside the step, XLA fuses it into the computations that feed the write;
     where the new row depends on other offsets of the old one (GEM: theta depends on s, the
     snapshot on theta) it then copies the whole slots array on every commit (docs/design.md §9).
+    `padded`: the inputs may hold inactive steps (runs of unequal length executed together).
     """
 
     def body(problem, state, inp_next):
         (carry, row), (inp, next_worker) = state, inp_next
         work = gradient_phase(rule, layout, problem, row, inp.worker, inp.first_step)
-        carry, out = commit_phase(rule, layout, carry, inp, work)
+        carry, out = commit_phase(rule, layout, carry, inp, work, padded=padded)
         next_row = jax.lax.dynamic_index_in_dim(carry.slots, next_worker, keepdims=False)
         return (carry, next_row), out
 

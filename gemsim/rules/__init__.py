@@ -43,6 +43,7 @@ from gemsim.rules._protocol import keep_gradient as keep_gradient
 from gemsim.rules._protocol import pull_state as pull_state
 from gemsim.rules._protocol import start_at_snapshot as start_at_snapshot
 from gemsim.rules._protocol import stateless as stateless
+from gemsim.rules._protocol import stored as stored
 from gemsim.rules._protocol import zeros_acc as zeros_acc
 from gemsim.rules._rennala import RennalaState as RennalaState
 from gemsim.rules._rennala import rennala as rennala
@@ -123,6 +124,7 @@ __all__ = [
     "staleness",
     "start_at_snapshot",
     "stateless",
+    "stored",
     "sync",
     "tree_medians",
     "zeros_acc",

@@ -18,6 +18,7 @@ from gemsim.rules._protocol import (
     keep_gradient,
     start_at_snapshot,
     stateless,
+    stored,
     zeros_acc,
 )
 from gemsim.types import PyTree
@@ -31,6 +32,7 @@ __all__ = [
     "keep_gradient",
     "start_at_snapshot",
     "stateless",
+    "stored",
     "zeros_acc",
 ]
 

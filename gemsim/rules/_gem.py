@@ -278,9 +278,10 @@ def gem(
         return ws.s if at is GradientAt.PULLED else snapshot
 
     def commit(theta, server, ws, work, ctx):
-        del ctx  # GEM reacts to staleness through d, not through the staleness count
+        # GEM reacts to staleness through d, not through ctx.staleness.
         step = gem_step(cfg, theta, ws.m, ws.s, work.acc)
-        new_theta = jax.tree.map(jnp.add, theta, step.update)
+        # pi * dtheta rounded on its own, then added: see rules.stored.
+        new_theta = jax.tree.map(jnp.add, theta, _base.stored(step.update, ctx.commit))
         info = gem_info(cfg, step, True if every == 1 else server % every == 0)
         return new_theta, server + 1, GemWorkerState(m=step.m, s=theta), info
 

@@ -145,6 +145,23 @@ class Rule(NamedTuple):
     by_rounds: bool = False
 
 
+def stored(tree: PyTree, token: jax.Array) -> PyTree:
+    """``tree``, stored to memory before anything reads it: a boundary XLA does not fuse
+    across.
+
+    Where a product feeds a sum (``theta + pi * dtheta``), XLA on a CPU may fuse both into
+    one fused multiply-add, rounded once instead of twice, and whether it does depends on
+    the shapes and on what else reads the product: the same commit could then round
+    differently alone, inside a batch of runs (`engine: {batch_runs}`) and in a real
+    backend. Storing the product first makes the rounding the same everywhere. ``token``
+    is any traced int32 scalar known only at run time and >= 0 (the commit index
+    ``ctx.commit``): XLA drops optimization barriers on a CPU, but keeps a conditional
+    on a run-time value (always true here).
+    """
+    keep = lambda t: t
+    return jax.lax.cond(token >= 0, keep, lambda t: jax.tree.map(jnp.zeros_like, t), tree)
+
+
 def stateless(params: PyTree, n_workers: int) -> RuleState:
     """The ``init`` of a rule with neither server nor worker state."""
     del params

@@ -8,6 +8,7 @@ from gemsim.trace import CommitTrace as CommitTrace
 
 from ._churn import Churn as Churn
 from ._churn import Slowdowns as Slowdowns
+from ._churn import check_work as check_work
 from ._cluster import Budget as Budget
 from ._cluster import ClusterSpec as ClusterSpec
 from ._cluster import CommitBudget as CommitBudget
@@ -27,6 +28,7 @@ from ._distributions import Mixture as Mixture
 from ._distributions import Pareto as Pareto
 from ._distributions import Uniform as Uniform
 from ._distributions import Weibull as Weibull
+from ._draws import check_compute as check_compute
 from ._fit import Calibration as Calibration
 from ._fit import Fit as Fit
 from ._fit import GroupFit as GroupFit

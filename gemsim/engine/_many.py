@@ -1,0 +1,326 @@
+"""Many runs in one program: runs that share every shape (rule kind, model, batch size, number of
+workers) execute together, their commit scans vmapped over a leading run axis.
+
+A sweep of small problems spends its time in per-commit overhead (a scan step, a few dozen
+tiny fused kernels), not in arithmetic; R runs stepped together pay that overhead once per
+step for all of them. Each run keeps its own trace, seed, data streams and hyperparameters:
+
+- traces of unequal length are padded with inactive steps (they leave the run unchanged);
+- the host steps in at the union of the runs' cut points (snapshot fills, evaluations), each
+  run's fills and evaluations applied to that run alone;
+- problem leaves that every run shares (a data set loaded once) are passed once, the others
+  (keys, per-seed arrays) stacked on the run axis;
+- hyperparameters that differ between the runs (`lifted`) reach the rule as traced scalars:
+  the rule is built inside the vmapped function from each run's values.
+
+A run that diverges does not stop the others; it is executed again alone by the sequential
+executor, so its status, diverging commit and last finite state are exactly those of a run
+executed on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gemsim.types import PyTree
+
+from ._executor import EngineResult, Progress, engine_result
+from ._layout import RowLayout, initial_slots, pull_rows
+from ._metrics import MetricsRecorder
+from ._plan import ExecutionPlan
+from ._sequential import SequentialExecutor
+from ._step import Carry, StepInput, commit_math, gradient_phase
+
+RuleOf = Callable[[Mapping[str, Any]], Any]
+"""Builds the rule from the values of the lifted hyperparameters (floats or traced scalars)."""
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """One run of a batch: its plan, its problem (its seed's keys), its initial parameters and
+    its values of the lifted hyperparameters (Python floats; {} when none are lifted)."""
+
+    plan: ExecutionPlan
+    problem: Any
+    params: PyTree
+    hyper: Mapping[str, float]
+
+
+class _RunState(NamedTuple):
+    """What `commit_math` reads of one run's carry (its row is carried apart)."""
+
+    theta: PyTree
+    server: PyTree
+    diverged: jax.Array
+    diverged_at: jax.Array
+
+
+_TIME_MAJOR = StepInput(
+    commit=None, worker=0, staleness=0, first_step=0, active=0, round_end=0
+)  # vmap axes of one step's inputs: the commit index is the same for every run
+
+
+class ManyRunsExecutor:
+    """Executes batches of runs of one rule family on problems of one shape (final)."""
+
+    def __init__(self, rule_of: RuleOf, example: RunInputs, *, n_workers: int, chunk: int = 512):
+        self.rule_of, self.n_workers, self.chunk = rule_of, n_workers, chunk
+        rule = rule_of(example.hyper)
+        ws_row = jax.tree.map(lambda a: a[0], rule.init(example.params, n_workers).workers)
+        self.layout = RowLayout.of(example.params, ws_row)
+        self._treedef = jax.tree.structure(example.problem)
+        self._singles: dict[tuple, SequentialExecutor] = {}
+        self._chunk = jax.jit(self._chunk_fn, static_argnums=(6, 7), donate_argnums=2)
+        self._fill = jax.jit(jax.vmap(self._fill_fn), donate_argnums=0)
+        self._eval = jax.jit(self._eval_fn, static_argnums=3)
+        self._carry = jax.jit(jax.vmap(self._carry_fn))
+
+    def _problem(self, shared, stacked, mask):
+        it_shared, it_stacked = iter(shared), iter(stacked)
+        leaves = [next(it_stacked) if m else next(it_shared) for m in mask]
+        return jax.tree.unflatten(self._treedef, leaves)
+
+    def _chunk_fn(self, shared, stacked, carry: Carry, piece, n_steps, hyper, mask, padded):
+        """Commits [0, n_steps) of a piece of every run's inputs, in one loop.
+
+        `piece` is `(inputs, next_workers)`, time-major ([P] commit index, [P, R] the rest;
+        next_workers: whose row each step reads next) and padded to the executor's chunk P,
+        so that one compiled program serves every segment length (a scan's length is part
+        of its program). Each step vmaps the gradient work and the commit over the runs, then
+        writes each run's new row in place: a vmapped row write is a scatter, which XLA on a
+        CPU executes as a pass over the whole [R, n + 1, K] slots.
+        """
+        layout, spare = self.layout, self.n_workers
+        inputs, next_workers = piece
+        n_runs = carry.slots.shape[0]
+        runs = jnp.arange(n_runs)
+
+        def one(stacked, state: _RunState, row, inp: StepInput, hyper):
+            problem, rule = self._problem(shared, stacked, mask), self.rule_of(hyper)
+            work = gradient_phase(
+                rule, layout, problem, row, inp.worker, inp.first_step, token=inp.commit
+            )
+            return commit_math(rule, layout, state, inp, work, spare, padded=padded)
+
+        def step(carry: Carry, rows, i):
+            inp = jax.tree.map(lambda x: x[i], inputs)
+            run_state = _RunState(carry.theta, carry.server, carry.diverged, carry.diverged_at)
+            done, out = jax.vmap(one, in_axes=(0, 0, 0, _TIME_MAJOR, 0))(
+                stacked, run_state, rows, inp, hyper
+            )
+
+            slots = carry.slots.at[runs, done.row_index].set(done.row, unique_indices=True)
+            next_rows = slots[runs, next_workers[i]]
+            carry = Carry(done.theta, done.server, slots, done.diverged, done.diverged_at)
+            return carry, next_rows, out
+
+        rows = carry.slots[runs, inputs.worker[0]]
+        shapes = jax.eval_shape(lambda: step(carry, rows, 0)[2])
+        size = inputs.commit.shape[0]
+        outs = jax.tree.map(lambda a: jnp.zeros((size, *a.shape), a.dtype), shapes)
+
+        def body(state):
+            i, carry, rows, outs = state
+            carry, rows, out = step(carry, rows, i)
+            outs = jax.tree.map(lambda b, o: b.at[i].set(o), outs, out)
+            return i + 1, carry, rows, outs
+
+        state = (jnp.int32(0), carry, rows, outs)
+        _, carry, _, outs = jax.lax.while_loop(lambda s: s[0] < n_steps, body, state)
+        return carry, outs
+
+    def _fill_fn(self, slots, theta, server, rows, fresh, hyper):
+        return pull_rows(self.rule_of(hyper), self.layout, slots, theta, server, rows, fresh)
+
+    def _eval_fn(self, shared, stacked, theta, mask):
+        one = lambda stacked, theta: self._problem(shared, stacked, mask).evaluate(theta)
+        return jax.vmap(one)(stacked, theta)
+
+    def _carry_fn(self, params, hyper):
+        state = self.rule_of(hyper).init(params, self.n_workers)
+        return Carry(
+            theta=params,
+            server=state.server,
+            slots=initial_slots(self.layout, params, state.workers, self.n_workers),
+            diverged=jnp.zeros((), bool),
+            diverged_at=jnp.full((), -1, jnp.int32),
+        )
+
+    def execute(
+        self, runs: Sequence[RunInputs], *, progress: Progress | None = None
+    ) -> list[EngineResult]:
+        """Execute every run; one EngineResult per run, in order, each as if it ran alone."""
+        if not runs:
+            return []
+        for r in runs:
+            if r.plan.n_workers != self.n_workers:
+                raise ValueError(f"plan has {r.plan.n_workers} workers, executor {self.n_workers}")
+        shared, stacked, mask = _split_problems([r.problem for r in runs], self._treedef)
+        problems = (shared, stacked, mask)
+        hyper = _stack_hyper([r.hyper for r in runs])
+        lengths = [len(r.plan) for r in runs]
+        total, padded = max(lengths), len(set(lengths)) > 1
+        inputs = _stack_inputs([r.plan for r in runs], total)
+        carry = self._carry(_stack([r.params for r in runs]), hyper)
+        recorders = [MetricsRecorder() for _ in runs]
+        for start, stop in _segments([r.plan for r in runs], self.chunk):
+            piece = _piece(inputs, start, stop, self.chunk, self.n_workers)
+            n = np.int32(stop - start)
+            carry, out = self._chunk(shared, stacked, carry, piece, n, hyper, mask, padded)
+            out = jax.device_get(out)
+            for i, rec in enumerate(recorders):
+                rec.add(jax.tree.map(lambda x, i=i, n=n: x[:n, i], out))
+            if bool(np.all(np.asarray(carry.diverged))):
+                break
+            carry = self._host_actions(runs, problems, carry, hyper, stop - 1, recorders)
+            if progress is not None:
+                progress(stop, total)
+        return self._results(runs, carry, recorders)
+
+    def _host_actions(self, runs, problems, carry: Carry, hyper, k: int, recorders) -> Carry:
+        n = self.n_workers
+        fills = [r.plan.host_fills.get(k) for r in runs]
+        if any(f is not None for f in fills):
+            rows = np.full((len(runs), n), n, dtype=np.int32)
+            fresh = np.zeros((len(runs), n), dtype=bool)
+            for i, (r, f) in enumerate(zip(runs, fills, strict=True)):
+                if f is not None:
+                    rows[i, : f.size] = f
+                    fresh[i, : f.size] = r.plan.host_fresh[k]
+            slots = self._fill(carry.slots, carry.theta, carry.server, rows, fresh, hyper)
+            carry = carry._replace(slots=slots)
+        wanted = [i for i, r in enumerate(runs) if k in r.plan.eval_set]
+        if wanted:
+            shared, stacked, mask = problems
+            values = jax.device_get(self._eval(shared, stacked, carry.theta, mask))
+            for i in wanted:
+                recorders[i].add_eval(k, {name: v[i] for name, v in values.items()})
+        return carry
+
+    def _results(self, runs, carry: Carry, recorders) -> list[EngineResult]:
+        carry = jax.device_get(carry)
+        results = []
+        for i, run in enumerate(runs):
+            if int(carry.diverged_at[i]) >= 0:
+                results.append(self._alone(run))
+                continue
+            mine = jax.tree.map(lambda x, i=i: x[i], carry)
+            results.append(
+                engine_result(run.problem, mine, recorders[i], -1, True, length=len(run.plan))
+            )
+        return results
+
+    def _alone(self, run: RunInputs) -> EngineResult:
+        """A run executed on its own by the sequential executor (its rule built from its own
+        hyperparameter values): the path of a run that diverged inside a batch."""
+        key = tuple(sorted(run.hyper.items()))
+        if key not in self._singles:
+            self._singles[key] = SequentialExecutor(
+                self.rule_of(run.hyper),
+                run.problem,
+                params=run.params,
+                n_workers=self.n_workers,
+                chunk=self.chunk,
+            )
+        return self._singles[key].execute(run.plan, problem=run.problem, params=run.params)
+
+
+SHARED_MIN_BYTES = 1 << 16
+"""A problem leaf is passed once, not stacked per run, when every run holds the very same array
+and it is at least this large (a data set loaded once). Small leaves (keys, a quadratic's
+curvature) are always stacked, so that which runs share a batch never changes the program."""
+
+
+def _split_problems(problems: Sequence[Any], treedef) -> tuple[list, list, tuple[bool, ...]]:
+    """The problems' leaves: large ones every problem shares (see `SHARED_MIN_BYTES`) passed
+    once, the others stacked on a new leading run axis (mask: True where stacked)."""
+    leaves = []
+    for p in problems:
+        if jax.tree.structure(p) != treedef:
+            raise ValueError(
+                "runs executed together need problems of one shape (model, data set, batch "
+                "size); these differ"
+            )
+        leaves.append(jax.tree.leaves(p))
+    mask = tuple(
+        _nbytes(leaves[0][j]) < SHARED_MIN_BYTES or any(ls[j] is not leaves[0][j] for ls in leaves)
+        for j in range(len(leaves[0]))
+    )
+    shared = [leaves[0][j] for j, m in enumerate(mask) if not m]
+    stacked = [jnp.stack([ls[j] for ls in leaves]) for j, m in enumerate(mask) if m]
+    return shared, stacked, mask
+
+
+def _nbytes(leaf) -> int:
+    return int(getattr(leaf, "nbytes", 0) or 0)
+
+
+def _stack(trees: Sequence[PyTree]) -> PyTree:
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
+
+
+def _stack_hyper(hypers: Sequence[Mapping[str, float]]) -> dict[str, jax.Array]:
+    names = sorted(hypers[0])
+    if any(sorted(h) != names for h in hypers):
+        raise ValueError("every run of a batch must give the same lifted hyperparameters")
+    return {k: jnp.asarray([h[k] for h in hypers], jnp.float32) for k in names}
+
+
+def _stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
+    """Every run's scan inputs, time-major ([total] commit index, [total, R] the rest),
+    padded to `total` steps with inactive steps (they change nothing, see `commit_math`)."""
+
+    def column(values: np.ndarray, fill, dtype) -> np.ndarray:
+        out = np.full(total, fill, dtype)
+        out[: values.size] = values
+        return out
+
+    def stacked(field: str, fill, dtype) -> np.ndarray:
+        return np.stack([column(getattr(p, field), fill, dtype) for p in plans], axis=1)
+
+    return StepInput(
+        commit=np.arange(total, dtype=np.int32),
+        worker=stacked("worker", 0, np.int32),
+        staleness=stacked("staleness", 0, np.int32),
+        first_step=stacked("first_step", 0, np.int32),
+        active=np.stack([np.arange(total) < len(p) for p in plans], axis=1),
+        round_end=stacked("round_end", True, bool),
+    )
+
+
+def _piece(inputs: StepInput, start: int, stop: int, size: int, spare: int):
+    """Steps [start, stop) of the stacked inputs, padded to `size` steps, and the worker whose
+    row each step reads next (the spare row after the last)."""
+    n = stop - start
+
+    def padded(x: np.ndarray) -> np.ndarray:
+        out = np.zeros((size, *x.shape[1:]), x.dtype)
+        out[:n] = x[start:stop]
+        return out
+
+    piece = StepInput(*(padded(x) for x in inputs))
+    following = np.full((size, inputs.worker.shape[1]), spare, np.int32)
+    following[: n - 1] = inputs.worker[start + 1 : stop]
+    return piece, following
+
+
+def _segments(plans: Sequence[ExecutionPlan], max_len: int) -> list[tuple[int, int]]:
+    """[start, stop) ranges that run inside one scan, split wherever any run's host acts."""
+    cuts = set()
+    for plan in plans:
+        cuts |= set(plan.host_fills) | set(plan.evals.tolist())
+        cuts.add(len(plan) - 1)
+    bounds, start = [], 0
+    for k in sorted(cuts):
+        stop = k + 1
+        while start < stop:
+            end = min(stop, start + max_len)
+            bounds.append((start, end))
+            start = end
+    return bounds

@@ -1,0 +1,162 @@
+"""`engine: {batch_runs}` through `gemsim run`: runs of a sweep that share every shape execute
+together, and each run's folder holds what it would hold had it run alone (same run id,
+trace and parameters), after `--resume` too; a rule that cannot take its floats traced, or a
+run whose preparation fails, is handled run by run."""
+
+import warnings
+
+import pytest
+import yaml
+
+import gemsim
+from gemsim import config
+from gemsim.app import _batches
+from gemsim.results import read_manifest
+
+SWEEP = {
+    "name": "batched",
+    "seed": 3,
+    "workers": {"count": 4, "compute": {"dist": "exponential", "mean": 0.1}},
+    "budget": {"commits": 120},
+    "problem": {"model": {"name": "quadratic", "dim": 8, "condition": 10.0, "noise": 0.1}},
+    "optimizer": {"rule": "gem", "lr": 0.05, "momentum": 0.9},
+    "eval": {"every": 40},
+    "sweep": {"optimizer.lr": [0.02, 0.05]},
+    "repeats": 3,
+}
+HASHES = ("trace_sha256", "params_sha256", "status", "n_commits", "final")
+
+
+def write(tmp_path, doc, name="s.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def manifests(out, rows):
+    return {r.run_id: read_manifest(out / r.run_id) for r in rows}
+
+
+@pytest.fixture(scope="module")
+def one_by_one(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("off")
+    path = write(tmp, SWEEP)
+    out, rows = gemsim.run_file(
+        path, out=tmp / "off", quiet=True, overrides=["engine.batch_runs=off"]
+    )
+    return manifests(out, rows)
+
+
+def test_a_batched_sweep_writes_the_folders_of_one_by_one(tmp_path, one_by_one):
+    out, rows = gemsim.run_file(write(tmp_path, SWEEP), out=tmp_path / "auto", quiet=True)
+    batched = manifests(out, rows)
+    assert batched.keys() == one_by_one.keys()  # batch_runs is not part of a run's identity
+    for run_id, m in batched.items():
+        for key in HASHES:
+            assert m[key] == one_by_one[run_id][key], key
+        assert m["executor"] == "ManyRunsExecutor"
+        batch = m["provenance"]["placement"]["batch"]
+        assert batch["runs"] == 6 and batch["lifted"] == ["lr"]
+        assert one_by_one[run_id]["executor"] == "SequentialExecutor"
+
+
+def test_resume_runs_what_is_left_at_the_batch_size_of_the_sweep(tmp_path, one_by_one):
+    path = write(tmp_path, SWEEP)
+    out, rows = gemsim.run_file(path, out=tmp_path / "r", quiet=True)
+    gone = [rows[1].run_id, rows[4].run_id]
+    for run_id in gone:
+        for f in (out / run_id).iterdir():
+            f.unlink()
+        (out / run_id).rmdir()
+    _, again = gemsim.run_file(path, out=out, quiet=True, resume=True)
+    assert sorted(r.run_id for r in again if not r.skipped) == sorted(gone)
+    for run_id in gone:
+        m = read_manifest(out / run_id)
+        assert m["provenance"]["placement"]["batch"]["runs"] == 6  # padded: two left of six
+        for key in HASHES:
+            assert m[key] == one_by_one[run_id][key], key
+
+
+def test_a_float_that_shapes_a_rule_batches_runs_of_equal_values(tmp_path):
+    """DOWNPOUR's local momentum decides whether a worker keeps a velocity: it cannot be
+    traced, so the runs execute in batches of equal values, with the results of one by one."""
+    doc = {
+        **SWEEP,
+        "optimizer": {"rule": "downpour", "lr": 0.05, "window": 2},
+        "sweep": {"optimizer.local_momentum": [0.3, 0.6]},
+        "repeats": 2,
+    }
+    path = write(tmp_path, doc)
+    out_a, rows_a = gemsim.run_file(path, out=tmp_path / "a", quiet=True)
+    out_b, rows_b = gemsim.run_file(
+        path, out=tmp_path / "b", quiet=True, overrides=["engine.batch_runs=off"]
+    )
+    a, b = manifests(out_a, rows_a), manifests(out_b, rows_b)
+    for run_id, m in a.items():
+        assert "not traced" in m["provenance"]["placement"]["batch_note"]
+        assert m["provenance"]["placement"]["batch"]["lifted"] == []
+        for key in HASHES:
+            assert m[key] == b[run_id][key], key
+
+
+def test_a_run_that_fails_to_prepare_fails_alone(tmp_path, monkeypatch):
+    prepare = _batches._prepare
+
+    def broken(who, hyper, lifted):
+        if who.expanded.repeat == 1:
+            raise OSError("disk gone")
+        return prepare(who, hyper, lifted)
+
+    monkeypatch.setattr(_batches, "_prepare", broken)
+    doc = {**SWEEP, "sweep": {}}
+    path = write(tmp_path, doc)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gemsim.run_sweep(path, out=tmp_path / "o", quiet=True)
+    assert any("1 of 3 runs failed" in str(w.message) for w in caught)
+    _, rows = gemsim.run_file(path, out=tmp_path / "o", quiet=True, resume=True)
+    statuses = [read_manifest(tmp_path / "o" / r.run_id)["status"] for r in rows]
+    assert statuses == ["ok", "failed", "ok"] and "disk gone" in rows[1].error
+    monkeypatch.undo()
+    _, rows = gemsim.run_file(path, out=tmp_path / "o", quiet=True, resume=True)
+    assert [r.skipped for r in rows] == [True, False, True]  # the failed run, and it alone
+    assert [r.status for r in rows] == ["ok", "ok", "ok"]
+
+
+@pytest.mark.parametrize(
+    ("problem", "expected"),
+    [
+        ({"model": {"name": "quadratic", "dim": 100}}, 64),
+        ({"model": "logistic", "dataset": "mnist-5k", "batch_size": 64}, 64),
+        ({"model": "cnn", "dataset": "mnist-5k", "batch_size": 64}, 1),
+    ],
+)
+def test_auto_batches_small_models_and_not_the_cnn_on_a_cpu(problem, expected):
+    doc = {**SWEEP, "problem": problem, "sweep": {}}
+    scenario = config.validate(doc, "test")
+    size, why = _batches.batch_size(scenario, 64)
+    assert size == expected, why
+    assert "auto" in why
+
+
+def test_batch_sizes_are_as_equal_as_they_can_be():
+    scenario = config.validate({**SWEEP, "engine": {"batch_runs": 4}}, "test")
+    assert _batches.batch_size(scenario, 10)[0] == 4  # three batches: 4, 4 and 2 padded to 4
+    assert _batches.batch_size(scenario, 9)[0] == 3
+    off = config.validate({**SWEEP, "engine": {"batch_runs": "off"}}, "test")
+    assert not _batches._may_batch(off)
+
+
+def test_batches_in_worker_processes_give_the_runs_of_one_by_one(tmp_path, one_by_one):
+    """`--jobs 2`: batches of three (the sweep's six runs), one per worker process."""
+    doc = {**SWEEP, "engine": {"batch_runs": 3}}
+    out, rows = gemsim.run_file(write(tmp_path, doc), out=tmp_path / "j", quiet=True, jobs=2)
+    got = manifests(out, rows)
+    assert got.keys() == one_by_one.keys()
+    pids = set()
+    for run_id, m in got.items():
+        for key in HASHES:
+            assert m[key] == one_by_one[run_id][key], key
+        assert m["provenance"]["placement"]["batch"]["runs"] == 3
+        pids.add(m["provenance"]["placement"]["pid"])
+    assert len(pids) == 2
