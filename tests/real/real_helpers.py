@@ -2,25 +2,33 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import jax
 import numpy as np
 import psutil
 
+from gemsim.app import real_job, run
 from gemsim.config import Scenario
+from gemsim.real._process import WORKER_XLA_FLAGS
 
 REPLAY_TOLERANCE = 1e-5
 
 
-def cnn_scenario(rule: str, *, workers: int = 3, commits: int = 120, **extra):
+# The engine runs a trace in scans of 512, 64, 8 or 1 commits, each compiled once: a multiple
+# of 64 commits replays with one compiled program (120 would take two, 64 and 8).
+CNN_COMMITS = 128
+
+
+def cnn_scenario(rule: str, *, workers: int = 3, commits: int = CNN_COMMITS, **extra):
     """The paper's CNN on mnist-5k (b = 64): the exactness tests' workload."""
     optimizer = {"rule": rule, "lr": 0.05}
     if rule == "gem":
@@ -58,6 +66,47 @@ def quadratic_scenario(*, n: int = 3, commits: int = 120, seed: int = 3, **block
     return Scenario.model_validate(config)
 
 
+# The newer rules, each with a late join and a scheduled restart (test_real_newer_rules.py,
+# and test_real_ray.py on Ray's instance).
+NEWER_RULES = {
+    "delay_adaptive": {"rule": "delay_adaptive", "lr": 0.05, "tau_c": 2.0},
+    "fedbuff": {"rule": "fedbuff", "lr": 0.05, "window": 2, "buffer": 3, "server_lr": 0.9},
+    "local": {"rule": "local", "lr": 0.01, "window": 2},
+}
+
+
+def join_and_restart_scenario(optimizer: dict):
+    """Three workers on the quadratic: worker 2 joins at 0.5 s, worker 1 is killed at 1 s
+    and restarts 0.5 s later (a new process: its pull hook runs fresh). Each worker takes
+    150 mini-batch steps (3 s of emulated compute at least), so the run lasts until the
+    restarted process has finished its share, however long it takes to start."""
+    return quadratic_scenario(
+        n=3,
+        budget={"commits": None, "epochs_per_worker": 150},
+        workers={
+            "joins": [{"worker": 2, "at": 0.5}],
+            "failures": [{"worker": 1, "at": 1.0, "restart_after": 0.5}],
+        },
+        optimizer=optimizer,
+    )
+
+
+def assert_join_and_restart_replay_bit_exactly(real, scenario) -> None:
+    assert real.status.value == "ok"
+    # (the process backend also lists the join, and a worker that has taken all its steps
+    # as "died" with code 0; the join is checked on the trace below)
+    events = [e for e in real.manifest["worker_events"] if e["event"] in ("killed", "restarted")]
+    assert [(e["event"], e["worker"]) for e in events] == [("killed", 1), ("restarted", 1)]
+    trace = real.trace
+    restarted = events[1]["time"]
+    late = np.flatnonzero(trace.fresh & (trace.pulled_version > 0))
+    assert set(trace.worker[late].tolist()) == {1, 2}, "the join and the restart pull anew"
+    assert np.any((trace.worker == 1) & (trace.time > restarted))
+    replay = run(scenario, trace=trace)
+    np.testing.assert_array_equal(flat(replay.params), flat(real.params))
+    np.testing.assert_array_equal(replay.metrics["update_norm"], real.metrics["update_norm"])
+
+
 def flat(params) -> np.ndarray:
     return np.concatenate([np.ravel(np.asarray(x)) for x in jax.tree.leaves(params)])
 
@@ -70,27 +119,74 @@ def assert_replay_matches(real, replay) -> None:
 
 
 def wait_no_children(timeout: float = 10.0) -> list:
-    """The child processes still alive after `timeout` seconds (none, when all is well).
-    Ray's and the resource tracker's helpers are not the run's workers. A run joins its
-    workers before it returns, so none should be found at all; the timeout only allows a
-    loaded machine to finish reaping them."""
+    """The child processes still alive after `timeout` seconds (none, when all is well),
+    which are then killed, so that a failing test leaves nothing running. The resource
+    tracker is not the run's worker. A run joins its workers before it returns, so none
+    should be found at all; the timeout only allows a loaded machine to finish reaping them."""
     deadline = time.monotonic() + timeout
     while True:
-        children = [
-            p
-            for p in psutil.Process().children(recursive=True)
-            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE and _is_worker(p)
-        ]
+        children = [p for p in psutil.Process().children(recursive=True) if _is_worker(p)]
         if not children or time.monotonic() > deadline:
-            return children
-        time.sleep(0.2)
+            break
+        time.sleep(0.2)  # a look at the process table every 0.2 s costs nothing
+    for p in children:
+        with suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(children, timeout=timeout)
+    return children
 
 
 def _is_worker(p: psutil.Process) -> bool:
     try:
-        return "resource_tracker" not in " ".join(p.cmdline())
+        alive = p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        return alive and "resource_tracker" not in " ".join(p.cmdline())
     except psutil.Error:
         return False
+
+
+# Starting a worker process (importing JAX, building its problem) takes seconds here; this
+# bounds a broken one, allowing a machine 3x slower and loaded, with margin.
+WARM_TIMEOUT_S = 300.0
+
+
+def warm_worker_cache(scenario: Scenario) -> None:
+    """Compile, in one process set up as the process backend sets up its workers (same
+    `XLA_FLAGS`), the gradient each worker of `scenario` compiles before it says ready, so
+    that the run's workers load it from the session's persistent cache (tests/conftest.py)
+    instead of all compiling the same program at once. Worth it where compiling costs more
+    than starting a process: the CNN with 3 workers or more."""
+    context = mp.get_context("spawn")
+    with _environ(XLA_FLAGS=WORKER_XLA_FLAGS, JAX_PLATFORMS="cpu"):
+        process = context.Process(target=_compile_gradient, args=(real_job(scenario),))
+        process.start()  # the child copies the environment now
+    process.join(WARM_TIMEOUT_S)
+    if process.is_alive():
+        process.kill()
+        process.join()
+    assert process.exitcode == 0, f"compiling the workers' gradient failed: {process.exitcode}"
+
+
+def _compile_gradient(job) -> None:
+    """What a worker compiles before `ready` (gemsim/real/_worker.py)."""
+    from gemsim.real._compiled import Compiled
+
+    rule, problem = job.build()
+    compiled = Compiled.of(rule, problem, job.n_workers)
+    compiled.gradient(np.array(compiled.initial_rows()[0]), 0, 0)
+
+
+@contextmanager
+def _environ(**values: str):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 # --- a `gemsim` command in a process group of its own, for the interrupt tests -----------
@@ -110,7 +206,13 @@ class Cli:
     no longer found as its children. Leaving the `with` block kills the whole family, so a
     failing test leaves nothing running."""
 
-    def __init__(self, args: list[str], folder: Path, launcher: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        args: list[str],
+        folder: Path,
+        launcher: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ):
         self.folder, self.log = folder, folder / "cli.log"
         command = [sys.executable, str(LAUNCHER), *launcher, "--", *args]
         with open(self.log, "wb") as out:
@@ -121,6 +223,7 @@ class Cli:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env={**os.environ, **(env or {})},
             )
         self.main = psutil.Process(self.proc.pid)
         self.seen = {self.main.pid: self.main}

@@ -1,11 +1,12 @@
-"""`gemsim run` interrupted on a real backend, in each state of a run.
+"""`gemsim run` interrupted on a real backend, in each state of a run, on both backends.
 
 SIGINT is sent as a terminal's Ctrl-C sends it (to the process group), SIGTERM as `kill` and
-Kubernetes send it (to the command alone). Either way the command must end within the
-documented bound with exit code 130 / 143, leave no process and no shared memory behind,
-write no folder for the interrupted run and keep the sweep's finished runs intact. Commands
-start with a terminal's SIGINT disposition whatever launched the suite (launch_cli.py); one
-test starts it as a background job does, with SIGINT ignored.
+Kubernetes send it (to the command alone) and as Slurm sends it (to the whole process group:
+one case per backend, mid-run). Either way the command must end within the documented bound
+with exit code 130 / 143, leave no process and no shared memory behind, write no folder for
+the interrupted run and keep the sweep's finished runs intact. Commands start with a
+terminal's SIGINT disposition whatever launched the suite (launch_cli.py); one test starts
+it as a background job does, with SIGINT ignored.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ import importlib.util
 import signal
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from launch_cli import SENT
@@ -29,7 +33,12 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc and /dev/shm"),
 ]
 
-SIGNALS = {"SIGINT": (signal.SIGINT, True), "SIGTERM": (signal.SIGTERM, False)}  # to the group?
+# name: (signal, to the whole process group?)
+SIGNALS = {
+    "SIGINT": (signal.SIGINT, True),  # a terminal's Ctrl-C
+    "SIGTERM": (signal.SIGTERM, False),  # `kill`, Kubernetes
+    "SIGTERM-group": (signal.SIGTERM, True),  # Slurm
+}
 LONG = 1_000_000  # commits: a run only a signal ends
 SHORT = 30  # commits: the sweep's run that finishes before the interrupted one
 WORKERS = 2
@@ -75,7 +84,7 @@ def reach_starting(cli: Cli, n: int) -> None:
 
 def reach_compiling(cli: Cli, n: int) -> None:
     """Every worker has built its CNN and mapped the run's shared memory, so it is compiling
-    its gradient (8 s here) before it says ready; the server compiles its commit meanwhile."""
+    its gradient (seconds) before it says ready; the server compiles its commit meanwhile."""
 
     def compiling() -> bool:
         workers = cli.workers()
@@ -116,28 +125,107 @@ def reach_writing(cli: Cli, n: int) -> None:
     cli.sent_at = float(line.split()[-1])
 
 
+def ray_processes(marker: str, per_worker: bool) -> Callable[[Cli, int], None]:
+    """Reached once the command's family has processes whose command line holds `marker`
+    (Ray sets an actor's to `ray::Class.method` while it runs one): one, or one per worker."""
+
+    def reach(cli: Cli, n: int) -> None:
+        count = n if per_worker else 1
+
+        def reached() -> bool:
+            return sum(marker in cmdline(p) for p in cli.alive()) >= count
+
+        cli.wait_until(reached, f"{count} processes {marker!r}")
+
+    return reach
+
+
+MNIST = "mnist_5k.csv.gz"  # the file the CNN's data set is read from (seconds of parsing)
+
+
+def reach_ray_compiling(cli: Cli, n: int) -> None:
+    """Every worker actor, in its constructor, was seen reading the CNN's data set and has
+    closed it: it now traces and compiles its gradient (seconds) before it says ready."""
+    reading: dict[int, bool] = {}  # pid -> still reading
+
+    def compiling() -> bool:
+        actors = [p for p in cli.alive() if "ray::_Worker.__init__" in cmdline(p)]
+        for p in actors:
+            is_open = any(f.endswith(MNIST) for f in open_files(p))
+            if is_open or p.pid in reading:
+                reading[p.pid] = is_open
+        return len(actors) == n and all(reading.get(p.pid) is False for p in actors)
+
+    cli.wait_until(compiling, f"worker actors done reading {MNIST}")
+
+
+def open_files(p) -> list[str]:
+    try:
+        return [f.path for f in p.open_files()]
+    except psutil.Error:
+        return []
+
+
+@dataclass(frozen=True)
+class State:
+    commits: int | list[int]  # a list: a sweep, whose first run finishes before the signal
+    model: str  # the CNN where a compilation must last long enough to be caught
+    workers: int
+    reach: Callable[[Cli, int], None]
+
+
 STATES = {
-    # state: (commits, model, workers, finished runs expected, how it is reached); one CNN
-    # worker: each builds and compiles the CNN for seconds, and the server does too
-    "starting": (LONG, "quadratic", WORKERS, 0, reach_starting),
-    "compiling": (LONG, "cnn", 1, 0, reach_compiling),
-    "running": ([SHORT, LONG], "quadratic", WORKERS, 1, reach_running),
-    "writing": (SHORT, "quadratic", WORKERS, 0, reach_writing),
+    "process": {
+        "starting": State(LONG, "quadratic", WORKERS, reach_starting),
+        # one CNN worker: each builds and compiles the CNN for seconds, the server too
+        "compiling": State(LONG, "cnn", 1, reach_compiling),
+        "running": State([SHORT, LONG], "quadratic", WORKERS, reach_running),
+        # the workers have stopped when the server writes: one is enough
+        "writing": State(SHORT, "quadratic", 1, reach_writing),
+    },
+    "ray": {
+        # Ray starting its own processes (its start-up cannot be interrupted half-way: what
+        # it started must be found and killed)
+        "starting": State(LONG, "quadratic", WORKERS, ray_processes("raylet", False)),
+        "compiling": State(LONG, "cnn", 1, reach_ray_compiling),
+        # actors committing (one run: each run of a sweep starts and stops its own Ray)
+        "running": State(LONG, "quadratic", WORKERS, ray_processes("ray::_Worker.run", True)),
+        # Ray is stopped when the driver writes, its SIGTERM handler put back
+        "writing": State(SHORT, "quadratic", 1, reach_writing),
+    },
 }
+BOUNDS = {"process": SHUTDOWN_BOUND_S, "ray": RAY_SHUTDOWN_BOUND_S}
+NO_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra")
 
 
-@pytest.mark.parametrize("name", SIGNALS)
-@pytest.mark.parametrize("state", STATES)
-def test_process_backend_ends_cleanly_on_a_signal(state, name, tmp_path):
-    commits, model, workers, n_finished, reach = STATES[state]
+def cases():
+    """Every state with SIGINT and SIGTERM, and Slurm's SIGTERM to the group mid-run."""
+    for backend, states in STATES.items():
+        marks = [NO_RAY] if backend == "ray" else []
+        names = [(state, name) for state in states for name in ("SIGINT", "SIGTERM")]
+        for state, name in [*names, ("running", "SIGTERM-group")]:
+            yield pytest.param(backend, state, name, marks=marks, id=f"{backend}-{state}-{name}")
+
+
+@pytest.mark.parametrize(("backend", "state", "name"), list(cases()))
+def test_run_ends_cleanly_on_a_signal(backend, state, name, tmp_path):
+    at = STATES[backend][state]
     signum, group = SIGNALS[name]
-    scenario = write_scenario(tmp_path, commits=commits, model=model, workers=workers)
-    launcher = ("--signal-at-write", f"{name}:1") if state == "writing" else ()
-    with Cli(run_args(scenario), tmp_path, launcher) as cli:
-        reach(cli, workers)
+    scenario = write_scenario(tmp_path, commits=at.commits, model=at.model, workers=at.workers)
+    launcher = ("--signal-at-write", f"{name.split('-')[0]}:1") if state == "writing" else ()
+    # A compilation cache of the test's own, empty: the workers really compile (a session
+    # cache could hold their program), and whether their gradient ever got compiled shows.
+    cache = tmp_path / "xla-cache"
+    env = {"JAX_COMPILATION_CACHE_DIR": str(cache)} if state == "compiling" else {}
+    with Cli(run_args(scenario, backend), tmp_path, launcher, env) as cli:
+        at.reach(cli, at.workers)
         if state != "writing":
             cli.send(signum, group=group)
-        assert_ended_cleanly(cli, signum, SHUTDOWN_BOUND_S, n_finished)
+        n_finished = 1 if isinstance(at.commits, list) else 0
+        assert_ended_cleanly(cli, signum, BOUNDS[backend], n_finished)
+    if state == "compiling":  # the cache was used, and the gradient never reached it
+        written = [p.name for p in cache.iterdir()] if cache.is_dir() else []
+        assert written and not [x for x in written if x.startswith("jit_gradient-")], written
 
 
 def test_an_ignored_sigint_stays_ignored_and_sigterm_still_ends_the_run(tmp_path):
@@ -153,30 +241,6 @@ def test_an_ignored_sigint_stays_ignored_and_sigterm_still_ends_the_run(tmp_path
         assert all(w.is_running() for w in workers)
         cli.send(signal.SIGTERM, group=False)
         assert_ended_cleanly(cli, signal.SIGTERM, SHUTDOWN_BOUND_S, 0)
-
-
-RAY_STATES = {
-    # Ray starting its own processes (its start-up cannot be interrupted half-way: what it
-    # started must be found and killed), and actors committing; few cases: Ray is slow.
-    "starting": ("SIGTERM", "raylet", 1),
-    "running": ("SIGINT", "ray::_Worker.run", WORKERS),
-}
-
-
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra")
-@pytest.mark.parametrize("state", RAY_STATES)
-def test_ray_backend_ends_cleanly_on_a_signal(state, tmp_path):
-    name, marker, count = RAY_STATES[state]
-    signum, group = SIGNALS[name]
-    scenario = write_scenario(tmp_path, commits=LONG)
-    with Cli(run_args(scenario, "ray"), tmp_path) as cli:
-
-        def reached() -> bool:
-            return sum(marker in cmdline(p) for p in cli.alive()) >= count
-
-        cli.wait_until(reached, f"{count} processes {marker!r}")
-        cli.send(signum, group=group)
-        assert_ended_cleanly(cli, signum, RAY_SHUTDOWN_BOUND_S, 0)
 
 
 # --- checks ----------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The Ray backend on a local instance: the same protocol as the process backend, so its
-recorded trace must replay to the same parameters; failures kill and restart actors.
+recorded trace must replay to the same parameters; failures kill and restart actors, and a
+newer rule's run with a late join and a restart replays to the same bits.
 
 The protocol is the model's business nowhere (the process backend checks exactness on the
-paper's CNN), so both runs use the quadratic, on one Ray instance started for the module:
+paper's CNN), so every run uses the quadratic, on one Ray instance started for the module:
 starting Ray costs seconds (its own start-up and stopping are tested in
 test_real_interrupt.py, through the command line)."""
 
@@ -12,7 +13,13 @@ import signal
 
 import numpy as np
 import pytest
-from real_helpers import assert_replay_matches, quadratic_scenario
+from real_helpers import (
+    NEWER_RULES,
+    assert_join_and_restart_replay_bit_exactly,
+    assert_replay_matches,
+    join_and_restart_scenario,
+    quadratic_scenario,
+)
 
 from gemsim.app import run
 
@@ -66,3 +73,10 @@ def test_ray_scheduled_failure_restarts_an_actor_that_pulls_anew():
     assert twos.size > 0
     assert trace.pulled_version[twos[0]] > 0
     assert_replay_matches(real, run(scenario, trace=trace))
+
+
+def test_ray_run_with_join_and_restart_replays_bit_exactly():
+    scenario = join_and_restart_scenario(NEWER_RULES["fedbuff"])
+    real = run(scenario, backend="ray")
+    assert real.manifest["backend"] == "ray"
+    assert_join_and_restart_replay_bit_exactly(real, scenario)
