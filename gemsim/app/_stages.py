@@ -116,7 +116,10 @@ def check_problem(scenario: Scenario) -> None:
     model_spec, dataset = config.problem_args(scenario)
     user = isinstance(model_spec, problems.Imported) or isinstance(dataset, problems.Arrays)
     if not user:
-        config.problem_sizes(scenario)
+        try:
+            config.problem_sizes(scenario)
+        except (problems.DataError, OSError, ValueError) as exc:
+            raise ValueError(f"problem.dataset: {exc}") from None
         return
     try:
         build_problem(scenario)
