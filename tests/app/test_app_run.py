@@ -130,7 +130,7 @@ def test_resume_after_kill_redoes_no_finished_run(tmp_path):
     try:
         deadline = time.monotonic() + SWEEP_TIMEOUT_S
         while time.monotonic() < deadline and len(_finished(out)) < 2 and proc.poll() is None:
-            time.sleep(0.01)
+            time.sleep(0.01)  # a run takes 0.5 s: the kill lands within the next one
         proc.send_signal(signal.SIGKILL)
     finally:
         _kill_group(proc)

@@ -2,6 +2,7 @@
 the driver (Ctrl-C, a kill) no worker outlives it and no folder is half-written, `--resume`
 after a kill redoes no finished run, and a crashed worker fails only its own run."""
 
+import contextlib
 import json
 import os
 import signal
@@ -67,7 +68,9 @@ def test_jobs_2_gives_the_runs_of_one_by_one(tmp_path):
         # The driver's CPUs (XLA:CPU's numbers depend on how many a process may use).
         assert placement["cpus"] == one["provenance"]["placement"]["cpus"]
         assert one["provenance"]["placement"]["scheduler"] == "in-process"
-        assert two["provenance"]["command"] == one["provenance"]["command"]  # the driver's
+        # the driver's call, not the worker's (a run started from Python records its call)
+        driver = f"gemsim.run_sweep({str(scenario)!r}, jobs=2, out={str(tmp_path / 'two')!r},"
+        assert two["provenance"]["command"] == f"{driver} quiet=True)"
         pids.add(placement["pid"])
     assert len(pids) == 2  # each worker took a unit at once
     order = ["run_id", "commit"]
@@ -113,26 +116,31 @@ def test_a_crashed_worker_loses_only_its_unit_and_leaves_no_process():
     assert [c for c in psutil.Process().children() if _is_worker(c)] == []  # all joined
 
 
+# Bounds on waiting for the sweep's processes. Here the driver starts its two workers in a
+# few seconds and a run takes about a second once compiled; each bound allows a machine 3x
+# slower and loaded, with margin, and only limits how long a broken command is waited for.
+START_TIMEOUT_S = 300  # the workers running and the first runs finished
+SWEEP_TIMEOUT_S = 600  # a whole resumed sweep (four runs left at most)
+ORPHAN_TIMEOUT_S = 30  # a worker checks every 0.5 s that its driver is alive (WATCHDOG_S)
+STOP_TIMEOUT_S = 60  # from Ctrl-C to the driver's exit: workers killed, nothing written
+
+
 def test_kill_then_resume_redoes_no_finished_run_and_leaves_no_orphan(tmp_path):
     doc = {**QUADRATIC, **LONGER, "repeats": 5}
     scenario, out = write(tmp_path, doc), tmp_path / "out"
     cmd = [sys.executable, "-m", "gemsim.cli", "run", str(scenario), "--out", str(out)]
-    proc = subprocess.Popen([*cmd, "--jobs", "2", "--quiet"], stderr=subprocess.DEVNULL)
-    workers = _await(proc, out, finished=1)
-    proc.kill()
-    proc.wait()
-    before = {p: (p / "manifest.json").read_bytes() for p in _finished(out)}
-    assert 1 <= len(before) < 5, "the kill must land in the middle of the sweep"
-    _, alive = psutil.wait_procs(workers, timeout=30)  # each notices its driver is gone
-    assert alive == []
-    result = subprocess.run(
-        [*cmd, "--jobs", "2", "--resume", "--json", "--quiet"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr
-    runs = [json.loads(line) for line in result.stdout.splitlines()]
+    with Command([*cmd, "--jobs", "2", "--quiet"], tmp_path / "killed") as sweep:
+        workers = _await(sweep, out, finished=1)
+        sweep.proc.kill()
+        sweep.proc.wait(timeout=STOP_TIMEOUT_S)
+        before = {p: (p / "manifest.json").read_bytes() for p in _finished(out)}
+        assert 1 <= len(before) < 5, "the kill must land in the middle of the sweep"
+        _, alive = psutil.wait_procs(workers, timeout=ORPHAN_TIMEOUT_S)  # driver gone: exit
+        assert alive == []
+    with Command([*cmd, "--jobs", "2", "--resume", "--json", "--quiet"], tmp_path / "r") as resume:
+        returncode = resume.proc.wait(timeout=SWEEP_TIMEOUT_S)
+        assert returncode == 0, resume.stderr()
+        runs = [json.loads(line) for line in resume.stdout().splitlines()]
     assert sum(r["skipped"] for r in runs) == len(before) and len(runs) == 5
     assert {p: (p / "manifest.json").read_bytes() for p in before} == before
     assert len(_finished(out)) == 5 and load_results(out)["run_id"].nunique() == 5
@@ -145,33 +153,71 @@ def test_ctrl_c_stops_every_worker_and_writes_nothing_partial(tmp_path):
     # suite (a background job inherits it ignored); a session of its own: SIGINT to its
     # process group is what a terminal's Ctrl-C sends.
     cmd = [sys.executable, str(LAUNCHER), "--", "run", str(scenario), "--out", str(out)]
-    proc = subprocess.Popen(
-        [*cmd, "--jobs", "2"], stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    workers = _await(proc, out, finished=0)
-    time.sleep(1.0)  # into their imports or compilation
-    os.killpg(proc.pid, signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode != 0
-    assert "Traceback" not in stderr, stderr
-    _, alive = psutil.wait_procs(workers, timeout=30)
-    assert alive == []
+    with Command([*cmd, "--jobs", "2"], tmp_path / "sweep") as sweep:
+        workers = _await(sweep, out, finished=0)
+        time.sleep(1.0)  # into their imports or compilation (they take seconds)
+        os.killpg(sweep.proc.pid, signal.SIGINT)
+        returncode = sweep.proc.wait(timeout=STOP_TIMEOUT_S)
+        assert returncode != 0
+        assert "Traceback" not in sweep.stderr(), sweep.stderr()
+        _, alive = psutil.wait_procs(workers, timeout=ORPHAN_TIMEOUT_S)
+        assert alive == []
     for folder in out.iterdir() if out.exists() else ():
         assert not folder.name.startswith("."), f"{folder.name}: a half-written folder"
         assert all((folder / name).is_file() for name in RUN_FILES)
 
 
-def _await(proc, out: Path, *, finished: int) -> list[psutil.Process]:
+class Command:
+    """A command in a session of its own, its output in files (no pipe to fill up while the
+    test waits). Leaving the `with` block kills its process group and every process seen in
+    its family (workers re-parented once the driver dies are no longer in its group's tree),
+    so a failing test leaves nothing running."""
+
+    def __init__(self, args: list[str], stem: Path):
+        self.out, self.err = stem.with_suffix(".out"), stem.with_suffix(".err")
+        with open(self.out, "wb") as out, open(self.err, "wb") as err:
+            self.proc = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True
+            )
+        self.family: dict[int, psutil.Process] = {}
+
+    def __enter__(self) -> "Command":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        for p in self.family.values():
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        self.proc.wait()  # SIGKILL: it ends at once
+        psutil.wait_procs(list(self.family.values()), timeout=ORPHAN_TIMEOUT_S)
+
+    def children(self) -> list[psutil.Process]:
+        """The family now (remembered, to be killed on exit)."""
+        with contextlib.suppress(psutil.Error):
+            for p in psutil.Process(self.proc.pid).children(recursive=True):
+                self.family.setdefault(p.pid, p)
+        return list(self.family.values())
+
+    def stdout(self) -> str:
+        return self.out.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return self.err.read_text(errors="replace")
+
+
+def _await(command: Command, out: Path, *, finished: int) -> list[psutil.Process]:
     """The driver's two worker processes once they run and `finished` folders exist."""
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        assert proc.poll() is None, "the sweep ended before it could be interrupted"
-        children = psutil.Process(proc.pid).children(recursive=True)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        assert command.proc.poll() is None, f"the sweep ended early:\n{command.stderr()}"
+        children = command.children()
         workers = [c for c in children if _is_worker(c)]
         if len(workers) == 2 and len(_finished(out)) >= finished:
             return children
-        time.sleep(0.02)
-    pytest.fail("the sweep did not get going in time")
+        time.sleep(0.02)  # a run takes about a second: the kill lands well within one
+    pytest.fail(f"the sweep did not get going within {START_TIMEOUT_S} s:\n{command.stderr()}")
 
 
 def _is_worker(process: psutil.Process) -> bool:

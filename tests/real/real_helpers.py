@@ -239,7 +239,7 @@ class Cli:
         for p in self.alive():
             with suppress(psutil.Error):
                 p.kill()
-        self.proc.wait(timeout=STATE_TIMEOUT_S)
+        self.proc.wait(timeout=STATE_TIMEOUT_S)  # SIGKILL: at once, unless the kernel is stuck
 
     # --- looking ----------------------------------------------------------------------
 

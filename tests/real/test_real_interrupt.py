@@ -251,6 +251,7 @@ def assert_ended_cleanly(cli: Cli, signum: int, bound: float, n_finished: int) -
     output = cli.output()
     assert code == 128 + signum, f"exit code {code}:\n{output[-3000:]}"
     assert f"interrupted by {signal.Signals(signum).name}" in output
+    assert "Traceback" not in output, output[-3000:]  # no process died of the signal's exception
     left = cli.left_behind(until=cli.sent_at + bound)
     assert left == [], f"left running {bound:.0f} s after the signal: {left}"
     assert not [n for n in cli.shm if Path("/dev/shm", n).exists()], "shared memory left"
