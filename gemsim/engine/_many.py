@@ -1,5 +1,5 @@
 """Many runs in one program: runs that share every shape (rule kind, model, batch size, number of
-workers) execute together, their commit scans vmapped over a leading run axis.
+workers) execute together, their commit loops vmapped over a leading run axis.
 
 A sweep of small problems spends its time in per-commit overhead (a scan step, a few dozen
 tiny fused kernels), not in arithmetic; R runs stepped together pay that overhead once per
