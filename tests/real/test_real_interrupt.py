@@ -94,9 +94,14 @@ def reach_compiling(cli: Cli, n: int) -> None:
 
 
 def reach_running(cli: Cli, n: int) -> None:
-    """The sweep's first run is finished; the second one's workers are committing (the
-    shared memory they work on has changed three times)."""
+    """The sweep's first run is finished; the second one's workers are committing."""
     cli.wait_until(lambda: len(finished(cli.folder / "out")) == 1, "the first run finished")
+    reach_committing(cli, n)
+
+
+def reach_committing(cli: Cli, n: int) -> None:
+    """The run's workers are committing (the shared memory they work on has changed three
+    times)."""
     names: set[str] = set()
 
     def mapped() -> bool:
@@ -105,7 +110,7 @@ def reach_running(cli: Cli, n: int) -> None:
             names.update(mapped_shm(workers[0]))
         return bool(names)
 
-    cli.wait_until(mapped, "the second run's workers")
+    cli.wait_until(mapped, "the run's workers")
     contents = [shm_bytes(names)]
 
     def committing() -> bool:
@@ -114,7 +119,7 @@ def reach_running(cli: Cli, n: int) -> None:
             contents.append(now)
         return len(contents) > 3
 
-    cli.wait_until(committing, "commits in the second run")
+    cli.wait_until(committing, "commits")
 
 
 def reach_writing(cli: Cli, n: int) -> None:
@@ -183,16 +188,24 @@ STATES = {
         # the workers have stopped when the server writes: one is enough
         "writing": State(SHORT, "quadratic", 1, reach_writing),
     },
+    # One worker actor in each (Ray kills one or several in the same loop): a Ray run costs
+    # seconds of start-up beside its actors.
     "ray": {
         # Ray starting its own processes (its start-up cannot be interrupted half-way: what
         # it started must be found and killed)
-        "starting": State(LONG, "quadratic", WORKERS, ray_processes("raylet", False)),
+        "starting": State(LONG, "quadratic", 1, ray_processes("raylet", False)),
         "compiling": State(LONG, "cnn", 1, reach_ray_compiling),
-        # actors committing (one run: each run of a sweep starts and stops its own Ray)
-        "running": State(LONG, "quadratic", WORKERS, ray_processes("ray::_Worker.run", True)),
+        # the actor committing (one run: each run of a sweep starts and stops its own Ray)
+        "running": State(LONG, "quadratic", 1, ray_processes("ray::_Worker.run", True)),
         # Ray is stopped when the driver writes, its SIGTERM handler put back
         "writing": State(SHORT, "quadratic", 1, reach_writing),
     },
+}
+# Slurm's SIGTERM to the whole group mid-run: one run (the sweep's finished runs are checked
+# with the other signals), the workers receive it too.
+SLURM = {
+    "process": State(LONG, "quadratic", WORKERS, reach_committing),
+    "ray": STATES["ray"]["running"],
 }
 BOUNDS = {"process": SHUTDOWN_BOUND_S, "ray": RAY_SHUTDOWN_BOUND_S}
 NO_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra")
@@ -209,7 +222,7 @@ def cases():
 
 @pytest.mark.parametrize(("backend", "state", "name"), list(cases()))
 def test_run_ends_cleanly_on_a_signal(backend, state, name, tmp_path):
-    at = STATES[backend][state]
+    at = SLURM[backend] if name == "SIGTERM-group" else STATES[backend][state]
     signum, group = SIGNALS[name]
     scenario = write_scenario(tmp_path, commits=at.commits, model=at.model, workers=at.workers)
     launcher = ("--signal-at-write", f"{name.split('-')[0]}:1") if state == "writing" else ()
