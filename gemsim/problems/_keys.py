@@ -16,11 +16,8 @@ from enum import IntEnum
 import jax
 import numpy as np
 
-from ._threefry import use_unrolled_threefry_on_cpu
-
 __all__ = ["KeyTag", "derive_key", "host_rng"]
 
-use_unrolled_threefry_on_cpu()  # every stream is drawn through here: same bits, faster on a CPU
 
 _HOST_DOMAIN = 0x9E
 """First spawn-key entry of host generators, keeping them apart from the timing model's."""
