@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from multiprocessing import get_context
+from multiprocessing import get_context, resource_tracker
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -216,6 +216,9 @@ def _sigint_blocked():
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
+    # The first spawn starts multiprocessing's resource tracker, which unblocks SIGINT in the
+    # calling thread while it starts: start it before blocking, so the mask holds.
+    resource_tracker.ensure_running()
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
