@@ -7,6 +7,10 @@ fresh temporary folder (through the environment, so worker processes, notebook k
 `gemsim` subprocesses share it) and caches every program. A cache hit returns the executable
 XLA compiled for the same program, options and `XLA_FLAGS`, so no result changes; the folder
 is removed when the session ends. Nothing else changes process-wide JAX settings.
+
+Property tests draw their examples from a fixed seed, so the suite gives one result on every
+run and a landing is never blocked by an example nobody's change produced. To search afresh
+(and find new failures), run with `HYPOTHESIS_PROFILE=explore`.
 """
 
 import os
@@ -15,6 +19,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 ROOT = Path(__file__).resolve().parents[1]
 

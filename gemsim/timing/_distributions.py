@@ -229,8 +229,11 @@ class Weibull:
 
     def survival(self, x: float) -> float:
         """P(draw > x)."""
+        if x <= 0.0:
+            return 1.0
+        # (x / scale) ** shape in logs: x / scale overflows for a tiny scale, hiding a heavy tail.
         try:
-            return math.exp(-((x / self.scale) ** self.shape))
+            return math.exp(-math.exp(self.shape * (math.log(x) - math.log(self.scale))))
         except OverflowError:  # (x / scale) ** shape beyond any float: no mass there
             return 0.0
 
@@ -264,7 +267,8 @@ class Pareto:
 
     def survival(self, x: float) -> float:
         """P(draw > x)."""
-        return 1.0 if x < self.scale else (self.scale / x) ** self.alpha
+        # In logs: scale / x underflows to 0 for a tiny scale, which would hide a heavy tail.
+        return 1.0 if x < self.scale else math.exp(self.alpha * (math.log(self.scale) - math.log(x)))
 
     def mean(self) -> float:
         if self.alpha <= 1.0:
