@@ -41,6 +41,13 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(_CACHE, ignore_errors=True)
 
 
+def pytest_xdist_auto_num_workers(config):
+    """One test process per core, at most 4: every process compiles its own programs, and the
+    real-backend tests start several JAX processes each, so more would trade memory for little."""
+    del config
+    return max(1, min(len(os.sched_getaffinity(0)), 4))
+
+
 @pytest.fixture
 def repo_root() -> Path:
     return ROOT
