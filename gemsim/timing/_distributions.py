@@ -268,7 +268,9 @@ class Pareto:
     def survival(self, x: float) -> float:
         """P(draw > x)."""
         # In logs: scale / x underflows to 0 for a tiny scale, which would hide a heavy tail.
-        return 1.0 if x < self.scale else math.exp(self.alpha * (math.log(self.scale) - math.log(x)))
+        if x < self.scale:
+            return 1.0
+        return math.exp(self.alpha * (math.log(self.scale) - math.log(x)))
 
     def mean(self) -> float:
         if self.alpha <= 1.0:
