@@ -33,7 +33,7 @@ from gemsim.types import PyTree
 from ._executor import EngineResult, Progress, engine_result
 from ._layout import RowLayout, initial_slots, pull_rows
 from ._metrics import MetricsRecorder
-from ._plan import ExecutionPlan
+from ._plan import ExecutionPlan, split_at
 from ._sequential import SequentialExecutor
 from ._step import Carry, StepInput, commit_math, gradient_phase
 
@@ -314,13 +314,5 @@ def _segments(plans: Sequence[ExecutionPlan], max_len: int) -> list[tuple[int, i
     """[start, stop) ranges that run inside one scan, split wherever any run's host acts."""
     cuts = set()
     for plan in plans:
-        cuts |= set(plan.host_fills) | set(plan.evals.tolist())
-        cuts.add(len(plan) - 1)
-    bounds, start = [], 0
-    for k in sorted(cuts):
-        stop = k + 1
-        while start < stop:
-            end = min(stop, start + max_len)
-            bounds.append((start, end))
-            start = end
-    return bounds
+        cuts |= {*plan.host_fills, *plan.evals.tolist(), len(plan) - 1}
+    return split_at(cuts, max_len)

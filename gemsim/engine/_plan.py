@@ -86,15 +86,20 @@ class ExecutionPlan:
 
     def segments(self, max_len: int) -> list[tuple[int, int]]:
         """[start, stop) ranges of commits that run inside one scan, split where the host acts."""
-        cuts = sorted({*self.host_fills, *self.evals.tolist()})
-        bounds, start = [], 0
-        for k in [*cuts, len(self) - 1]:
-            stop = k + 1
-            while start < stop:
-                end = min(stop, start + max_len)
-                bounds.append((start, end))
-                start = end
-        return bounds
+        return split_at({*self.host_fills, *self.evals.tolist(), len(self) - 1}, max_len)
+
+
+def split_at(cuts: set[int], max_len: int) -> list[tuple[int, int]]:
+    """[start, stop) ranges covering commits 0 to max(cuts), each ending at a cut or earlier,
+    none longer than ``max_len``."""
+    bounds, start = [], 0
+    for k in sorted(cuts):
+        stop = k + 1
+        while start < stop:
+            end = min(stop, start + max_len)
+            bounds.append((start, end))
+            start = end
+    return bounds
 
 
 def make_plan(
