@@ -12,7 +12,7 @@ from typing import Any
 
 from gemsim import config, timing
 from gemsim.config import Scenario, ScenarioError
-from gemsim.timing._churn import check_work
+from gemsim.timing import check_work
 from gemsim.trace import CommitTrace
 
 from ._identity import RunKind, run_id_of, run_identity
@@ -40,7 +40,7 @@ def simulate_timing(scenario: Scenario) -> CommitTrace:
 def checked_cluster(scenario: Scenario, *, model_bytes: bool = True) -> timing.ClusterSpec:
     """The scenario's cluster, checked as far as its simulation goes: an epochs budget needs
     an epoch of at least one full batch, and the simulation may not be endless or too long
-    (`gemsim.timing._churn.check_work`: churn, slowdowns, commits at the laws' typical
+    (`gemsim.timing.check_work`: churn, slowdowns, commits at the laws' typical
     values). A ValueError names what to change. ``model_bytes=False`` leaves out the
     parameters' bytes (an imported model is then not traced for them): the checks stay
     valid, on the optimistic side."""

@@ -18,7 +18,6 @@ import numpy as np
 
 __all__ = ["KeyTag", "derive_key", "host_rng"]
 
-
 _HOST_DOMAIN = 0x9E
 """First spawn-key entry of host generators, keeping them apart from the timing model's."""
 

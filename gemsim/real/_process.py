@@ -124,7 +124,7 @@ class ProcessBackend:
             name=f"{self.job.name}-worker-{w}",
             daemon=True,
         )
-        with _environ(XLA_FLAGS=WORKER_XLA_FLAGS, JAX_PLATFORMS="cpu"), _sigint_blocked():
+        with worker_environment(), _sigint_blocked():
             process.start()  # the child inherits the blocked SIGINT from its first instruction
         child.close()  # the worker's end lives in the worker only: its death closes the pipe
         self._workers[w] = _Worker(process, parent, "starting", self._clock())
@@ -348,6 +348,12 @@ def _prepare(job: RealJob) -> ServerBook:
 def run_process(job: RealJob, *, progress: Progress | None = None) -> RealRun:
     """Run the job with real worker processes (see the module docstring)."""
     return ProcessBackend(job, progress=progress).run()
+
+
+def worker_environment():
+    """The environment a worker process is spawned with (one XLA thread, JAX on the CPU), set
+    in this process while the child is started (it copies it) and restored after."""
+    return _environ(XLA_FLAGS=WORKER_XLA_FLAGS, JAX_PLATFORMS="cpu")
 
 
 @contextmanager

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 
 import jax
@@ -18,7 +18,7 @@ import psutil
 
 from gemsim.app import real_job, run
 from gemsim.config import Scenario
-from gemsim.real._process import WORKER_XLA_FLAGS
+from gemsim.real._process import worker_environment
 
 REPLAY_TOLERANCE = 1e-5
 
@@ -156,7 +156,7 @@ def warm_worker_cache(scenario: Scenario) -> None:
     instead of all compiling the same program at once. Worth it where compiling costs more
     than starting a process: the CNN with 3 workers or more."""
     context = mp.get_context("spawn")
-    with _environ(XLA_FLAGS=WORKER_XLA_FLAGS, JAX_PLATFORMS="cpu"):
+    with worker_environment():
         process = context.Process(target=_compile_gradient, args=(real_job(scenario),))
         process.start()  # the child copies the environment now
     process.join(WARM_TIMEOUT_S)
@@ -173,20 +173,6 @@ def _compile_gradient(job) -> None:
     rule, problem = job.build()
     compiled = Compiled.of(rule, problem, job.n_workers)
     compiled.gradient(np.array(compiled.initial_rows()[0]), 0, 0)
-
-
-@contextmanager
-def _environ(**values: str):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 # --- a `gemsim` command in a process group of its own, for the interrupt tests -----------
