@@ -33,11 +33,13 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
-from multiprocessing import get_context, resource_tracker
+from multiprocessing import get_context
 from multiprocessing.connection import wait
 from typing import Any
+
+from gemsim._spawn import sigint_blocked
 
 from ._provenance import utc_now
 
@@ -125,7 +127,7 @@ class LocalPool:
             name="gemsim-sweep-worker",
             daemon=True,
         )
-        with _sigint_blocked():
+        with sigint_blocked():
             process.start()
         child.close()  # the worker's end lives in the worker only: its death closes the pipe
         slot.process, slot.conn, slot.unit = process, parent, None
@@ -208,31 +210,13 @@ def _stop(slots: list[_Slot], *, gently: bool) -> None:
         slot.process = slot.conn = None
 
 
-@contextmanager
-def _sigint_blocked():
-    """SIGINT blocked in this thread while a child is spawned: the child inherits the mask, so
-    a Ctrl-C during its start-up (imports) stays pending until it has chosen to ignore it; one
-    that reaches this process meanwhile is delivered when the block ends, not lost."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    # The first spawn starts multiprocessing's resource tracker, which unblocks SIGINT in the
-    # calling thread while it starts: start it before blocking, so the mask holds.
-    resource_tracker.ensure_running()
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 # --- the worker process ----------------------------------------------------------------------
 
 
 def worker_main(conn, driver: int, work: Work) -> None:
     """The spawn target: run the units the driver sends until told to stop or it is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides what Ctrl-C stops
-    if hasattr(signal, "pthread_sigmask"):  # blocked since the spawn (_sigint_blocked)
+    if hasattr(signal, "pthread_sigmask"):  # blocked since the spawn (sigint_blocked)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     threading.Thread(target=_watch_driver, args=(driver,), daemon=True).start()
     try:

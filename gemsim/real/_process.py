@@ -31,7 +31,6 @@ import heapq
 import math
 import multiprocessing as mp
 import os
-import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
@@ -41,6 +40,7 @@ from multiprocessing.connection import Connection, wait
 import numpy as np
 
 from gemsim import timing
+from gemsim._spawn import sigint_blocked
 
 from ._background import Background, in_background
 from ._compiled import Compiled
@@ -124,7 +124,7 @@ class ProcessBackend:
             name=f"{self.job.name}-worker-{w}",
             daemon=True,
         )
-        with worker_environment(), _sigint_blocked():
+        with worker_environment(), sigint_blocked():
             process.start()  # the child inherits the blocked SIGINT from its first instruction
         child.close()  # the worker's end lives in the worker only: its death closes the pipe
         self._workers[w] = _Worker(process, parent, "starting", self._clock())
@@ -369,19 +369,3 @@ def _environ(**values: str):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-@contextmanager
-def _sigint_blocked():
-    """Block SIGINT in this thread while a child is started: the child inherits the mask
-    across exec, so a Ctrl-C during its start-up (importing JAX takes seconds) cannot
-    interrupt it before it sets SIGINT ignored. The parent loses nothing: a SIGINT that comes
-    meanwhile is delivered to another thread or when the mask is restored."""
-    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)

@@ -4,10 +4,10 @@ Spawned (nothing inherited): it builds its own rule and problem from the job, co
 engine's gradient phase, says `ready`, then waits for `("go", first_step, t0, cycle)` (its
 next mini-batch, the run's start, and which of the timing model's compute draws it emulates)
 or `("stop",)`. It leaves quietly when the server's end of its pipe closes, so that it cannot
-outlive the run. It ignores SIGINT (started with SIGINT blocked, see `_sigint_blocked` in
-_process.py): Ctrl-C reaches the whole process group, and the server, not each worker,
-decides how the run ends. SIGTERM keeps its default: a worker terminated on its own dies at
-once and the server records the death.
+outlive the run. It ignores SIGINT (started with SIGINT blocked, see
+`gemsim._spawn.sigint_blocked`): Ctrl-C reaches the whole process group, and the server, not
+each worker, decides how the run ends. SIGTERM keeps its default: a worker terminated on its
+own dies at once and the server records the death.
 """
 
 from __future__ import annotations
