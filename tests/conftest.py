@@ -13,9 +13,12 @@ run and a landing is never blocked by an example nobody's change produced. To se
 (and find new failures), run with `HYPOTHESIS_PROFILE=explore`.
 """
 
+import fcntl
 import os
+import pickle
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -51,3 +54,27 @@ def pytest_xdist_auto_num_workers(config):
 @pytest.fixture
 def repo_root() -> Path:
     return ROOT
+
+
+@pytest.fixture(scope="session")
+def computed_once(tmp_path_factory) -> Callable:
+    """`computed_once(key, compute)`: `compute()`'s value, computed by one test process of the
+    session and read back (pickled) by the others. For expensive module fixtures: pytest-xdist
+    may run a module's tests in several processes, each of which would build the fixture."""
+    base = tmp_path_factory.getbasetemp()
+    # Every xdist worker's base folder sits in one folder of the session.
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+    def get(key: str, compute: Callable):
+        path = root / f"computed-once-{key}.pickle"
+        with open(root / f"computed-once-{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the others wait for the one computing
+            if path.exists():
+                return pickle.loads(path.read_bytes())
+            value = compute()
+            partial = path.with_suffix(".partial")
+            partial.write_bytes(pickle.dumps(value))
+            partial.replace(path)
+            return value
+
+    return get

@@ -5,7 +5,6 @@ from ._choice import ExecutorKind as ExecutorKind
 from ._choice import resolve_executor as resolve_executor
 from ._executor import EngineResult as EngineResult
 from ._executor import Executor as Executor
-from ._executor import chunk_sizes as chunk_sizes
 from ._many import ManyRunsExecutor as ManyRunsExecutor
 from ._many import RunInputs as RunInputs
 from ._plan import ExecutionPlan as ExecutionPlan

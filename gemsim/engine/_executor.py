@@ -171,17 +171,3 @@ def engine_result(
         final=final,
         server_state=jax.device_get(carry.server),
     )
-
-
-def chunk_sizes(length: int, max_chunk: int) -> list[int]:
-    """Split a segment into scan lengths from a few buckets (powers of 8 up to `max_chunk`), so
-    that the number of compiled scans stays bounded whatever the segment lengths are."""
-    buckets = sorted(
-        {1, *(8**i for i in range(1, 8) if 8**i <= max_chunk), max_chunk}, reverse=True
-    )
-    sizes = []
-    for b in buckets:
-        while length >= b:
-            sizes.append(b)
-            length -= b
-    return sizes

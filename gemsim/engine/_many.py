@@ -35,7 +35,7 @@ from ._layout import RowLayout, initial_slots, pull_rows
 from ._metrics import MetricsRecorder
 from ._plan import ExecutionPlan, split_at
 from ._sequential import SequentialExecutor
-from ._step import Carry, StepInput, commit_math, gradient_phase
+from ._step import Carry, StepInput, commit_math, gradient_phase, step_piece
 
 RuleOf = Callable[[Mapping[str, Any]], Any]
 """Builds the rule from the values of the lifted hyperparameters (floats or traced scalars)."""
@@ -170,7 +170,7 @@ class ManyRunsExecutor:
         carry = self._carry(_stack([r.params for r in runs]), hyper)
         recorders = [MetricsRecorder() for _ in runs]
         for start, stop in _segments([r.plan for r in runs], self.chunk):
-            piece = _piece(inputs, start, stop, self.chunk, self.n_workers)
+            piece = step_piece(inputs, start, stop, self.chunk, self.n_workers)
             n = np.int32(stop - start)
             carry, out = self._chunk(shared, stacked, carry, piece, n, hyper, mask, padded)
             out = jax.device_get(out)
@@ -292,22 +292,6 @@ def _stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
         active=np.stack([np.arange(total) < len(p) for p in plans], axis=1),
         round_end=stacked("round_end", True, bool),
     )
-
-
-def _piece(inputs: StepInput, start: int, stop: int, size: int, spare: int):
-    """Steps [start, stop) of the stacked inputs, padded to `size` steps, and the worker whose
-    row each step reads next (the spare row after the last)."""
-    n = stop - start
-
-    def padded(x: np.ndarray) -> np.ndarray:
-        out = np.zeros((size, *x.shape[1:]), x.dtype)
-        out[:n] = x[start:stop]
-        return out
-
-    piece = StepInput(*(padded(x) for x in inputs))
-    following = np.full((size, inputs.worker.shape[1]), spare, np.int32)
-    following[: n - 1] = inputs.worker[start + 1 : stop]
-    return piece, following
 
 
 def _segments(plans: Sequence[ExecutionPlan], max_len: int) -> list[tuple[int, int]]:

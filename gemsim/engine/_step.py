@@ -5,7 +5,6 @@ point) and the atomic commit at the PS. The sequential executor runs them back t
 
 from __future__ import annotations
 
-import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -173,7 +172,13 @@ def make_step(rule, layout: RowLayout):
 
 
 def make_chunk(rule, layout: RowLayout, *, padded: bool = False):
-    """`chunk(problem, carry, inputs) -> (carry, outputs)`: a scan of commits, pipelined.
+    """`chunk(problem, carry, piece, n_steps) -> (carry, outputs)`: commits [0, n_steps) of a
+    piece of the plan's inputs (`step_piece`), in one loop, pipelined.
+
+    The piece is padded to the executor's chunk length, and the loop runs for a run-time
+    number of steps, so that one compiled program serves every segment length (a scan's
+    length is part of its program: segments cut by evaluations and fills needed several).
+    The outputs come back padded to the chunk length; the first `n_steps` are the commits'.
 
     The row of commit k + 1 is read right after commit k's in-place write and carried as a
     buffer of its own, so that nothing else in a step reads the [n + 1, K] slots. When the
@@ -183,23 +188,48 @@ def make_chunk(rule, layout: RowLayout, *, padded: bool = False):
     `padded`: the inputs may hold inactive steps (runs of unequal length executed together).
     """
 
-    def body(problem, state, inp_next):
-        (carry, row), (inp, next_worker) = state, inp_next
+    def step(problem, carry: Carry, row, inp: StepInput, next_worker):
         work = gradient_phase(rule, layout, problem, row, inp.worker, inp.first_step)
         carry, out = commit_phase(rule, layout, carry, inp, work, padded=padded)
         next_row = jax.lax.dynamic_index_in_dim(carry.slots, next_worker, keepdims=False)
-        return (carry, next_row), out
+        return carry, next_row, out
 
-    def chunk(problem, carry: Carry, inputs: StepInput):
-        spare = jnp.full((1,), carry.slots.shape[0] - 1, inputs.worker.dtype)
-        next_workers = jnp.concatenate([inputs.worker[1:], spare])
+    def chunk(problem, carry: Carry, piece, n_steps):
+        inputs, next_workers = piece
+        at = lambda i: jax.tree.map(lambda x: x[i], inputs)
         row = jax.lax.dynamic_index_in_dim(carry.slots, inputs.worker[0], keepdims=False)
-        (carry, _), out = jax.lax.scan(
-            functools.partial(body, problem), (carry, row), (inputs, next_workers)
-        )
-        return carry, out
+        shapes = jax.eval_shape(lambda: step(problem, carry, row, at(0), next_workers[0])[2])
+        size = inputs.commit.shape[0]
+        outs = jax.tree.map(lambda a: jnp.zeros((size, *a.shape), a.dtype), shapes)
+
+        def body(state):
+            i, carry, row, outs = state
+            carry, row, out = step(problem, carry, row, at(i), next_workers[i])
+            outs = jax.tree.map(lambda b, o: b.at[i].set(o), outs, out)
+            return i + 1, carry, row, outs
+
+        state = (jnp.int32(0), carry, row, outs)
+        _, carry, _, outs = jax.lax.while_loop(lambda s: s[0] < n_steps, body, state)
+        return carry, outs
 
     return chunk
+
+
+def step_piece(inputs: StepInput, start: int, stop: int, size: int, spare: int):
+    """Steps [start, stop) of the inputs (`step_inputs`, or time-major with a run axis after
+    the step axis), padded to `size` steps, and the worker whose row each step reads next
+    (`spare`, the spare row, after the last): the arguments of one chunk call."""
+    n = stop - start
+
+    def padded(x: np.ndarray) -> np.ndarray:
+        out = np.zeros((size, *x.shape[1:]), x.dtype)
+        out[:n] = x[start:stop]
+        return out
+
+    piece = StepInput(*(padded(x) for x in inputs))
+    following = np.full((size, *inputs.worker.shape[1:]), spare, np.int32)
+    following[: n - 1] = inputs.worker[start + 1 : stop]
+    return piece, following
 
 
 def step_inputs(plan) -> StepInput:

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import optax.tree_utils as otu
 
 from gemsim.rules import _base
-from gemsim.rules._select import binned_histograms, histogram_medians
+from gemsim.rules._select import binned_histograms, histogram_medians, ranked_tree_medians
 from gemsim.types import PyTree
 
 
@@ -91,8 +91,9 @@ class GemInfo(NamedTuple):
     Attributes:
       update_norm: L2 norm of ``pi * dtheta``, the change to the central variable.
       weight: mean of ``pi`` over the included entries.
-      pi_median: median of ``pi`` over the included entries, from a histogram of
-        1,024 equal bins over ``(0, pi_max)`` plus exact bins for 0 and ``pi_max``:
+      pi_median: median of ``pi`` over the included entries. Exact (``np.median``) for
+        models of at most 256 parameters (pairwise ranks); above, read from a histogram
+        of 1,024 equal bins over ``(0, pi_max)`` plus exact bins for 0 and ``pi_max``:
         within ``pi_max / 2048`` (plus float32 rounding, ``< pi_max * 1e-6``) of the exact
         median, and exact when both middle values are 0 or ``pi_max``
         (:func:`~gemsim.rules._select.histogram_medians`).
@@ -180,6 +181,9 @@ def gem_step(cfg: GemConfig, theta: PyTree, m: PyTree, s: PyTree, g: PyTree) -> 
 
 # Inner bins of the pi histogram: medians within pi_max / (2 * _PI_BINS).
 _PI_BINS = 1024
+# Parameters up to which the medians are exact, from pairwise ranks (n**2 comparisons cost
+# less than the histogram's bins there).
+_RANK_AT_MOST = 256
 
 
 def _leaf_sums(step: GemStep, included) -> jax.Array:
@@ -197,7 +201,8 @@ def gem_info(cfg: GemConfig, step: GemStep, full: jax.Array | bool = True) -> Ge
 
     ``update_norm`` is always computed (the engine detects divergence with it); the rest
     is NaN unless ``full``. The full set costs one scatter-add over pi (the histograms of
-    every leaf) and three sums: on a CPU a few percent of a batch-64 CNN gradient.
+    every leaf; pairwise ranks instead for at most 256 parameters) and three sums: on a CPU a few
+    percent of a batch-64 CNN gradient.
     """
     pis = jax.tree.leaves(step.pi)
     n = sum(p.size for p in pis)
@@ -205,24 +210,33 @@ def gem_info(cfg: GemConfig, step: GemStep, full: jax.Array | bool = True) -> Ge
 
     def everything():
         included = [dth != 0 for dth in jax.tree.leaves(step.dtheta)]
-        hist = binned_histograms(pis, cfg.pi_max, _PI_BINS, included)
-        medians = histogram_medians(jnp.concatenate([hist.sum(0, keepdims=True), hist]), cfg.pi_max)
-        counts = hist.sum(0)  # int32: exact
-        n_in = jnp.sum(counts)
+        if n <= _RANK_AT_MOST:  # a few hundred values: exact, cheaper than the histogram
+            median, per_leaf = ranked_tree_medians(pis, included)
+            inc = jnp.concatenate([jnp.ravel(i) for i in included])
+            every = jnp.concatenate([jnp.ravel(p) for p in pis])
+            count = lambda where: jnp.sum(inc & where, dtype=jnp.int32)
+            n_in, n_zero, n_max = count(True), count(every <= 0), count(every >= cfg.pi_max)
+        else:
+            hist = binned_histograms(pis, cfg.pi_max, _PI_BINS, included)
+            rows = jnp.concatenate([hist.sum(0, keepdims=True), hist])
+            medians = histogram_medians(rows, cfg.pi_max)
+            median, per_leaf = medians[0], medians[1:]
+            counts = hist.sum(0)  # int32: exact
+            n_in, n_zero, n_max = jnp.sum(counts), counts[0], counts[_PI_BINS + 1]
         frac = lambda count, total: count.astype(jnp.float32) / jnp.float32(total)
         sums = _leaf_sums(step, included)
         proxy = 0.5 * sums[1]
         return GemInfo(
             update_norm=norm,
             weight=sums[0] / n_in.astype(jnp.float32),
-            pi_median=medians[0],
-            frac_pi_zero=frac(counts[0], n_in),
-            frac_pi_max=frac(counts[_PI_BINS + 1], n_in),
+            pi_median=median,
+            frac_pi_zero=frac(n_zero, n_in),
+            frac_pi_max=frac(n_max, n_in),
             frac_dtheta_zero=frac(n - n_in, n),
             proxy_energy=proxy,
             target_energy=cfg.kappa**2 * proxy,
             central_energy=0.5 * sums[2],
-            pi_median_per_leaf=medians[1:],
+            pi_median_per_leaf=per_leaf,
         )
 
     if full is True:

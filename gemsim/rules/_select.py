@@ -242,6 +242,54 @@ def histogram_medians(histograms: jax.Array, high: float) -> jax.Array:
     return jnp.where((histograms[:, -1] > 0) | (count == 0), jnp.nan, median)
 
 
+def ranked_tree_medians(
+    leaves: Sequence[jax.Array], masks: Sequence[jax.Array] | None = None
+) -> tuple[jax.Array, jax.Array]:
+    """Exact medians of all (unmasked) values together and of each leaf, from pairwise ranks.
+
+    For small trees: every value is compared with every other (``n**2`` comparisons, in a
+    few fused passes, vectorised and vmappable), which for a few hundred values costs less
+    than a sort under XLA on a CPU (a comparator call per comparison) or the bins of a
+    histogram (:func:`binned_tree_medians`). Identical to ``np.median`` of the unmasked
+    values; NaN where one of them is NaN or where none is left.
+
+    Args:
+      leaves: float arrays of at most 32 bits; an array may have no elements.
+      masks: optional bool arrays like the leaves: only entries where True count.
+
+    Returns:
+      ``(overall, per_leaf)``: a float32 scalar and float32 ``(len(leaves),)``.
+    """
+    if not leaves:
+        raise ValueError("ranked medians: need at least one leaf, got none")
+    flats = [jnp.ravel(leaf).astype(jnp.float32) for leaf in leaves]
+    if masks is None:
+        keeps = [jnp.ones(f.shape, bool) for f in flats]
+    else:
+        keeps = [jnp.ravel(m) for m in masks]
+    per_leaf = [_ranked_median(f, k) for f, k in zip(flats, keeps, strict=True)]
+    overall = _ranked_median(jnp.concatenate(flats), jnp.concatenate(keeps))
+    return overall, jnp.stack(per_leaf)
+
+
+def _ranked_median(values: jax.Array, keep: jax.Array) -> jax.Array:
+    if values.size == 0:
+        return jnp.float32(jnp.nan)
+    count = jnp.sum(keep, dtype=jnp.int32)
+    # Left-out entries rank last (+inf); an included NaN makes the result NaN anyway.
+    v = jnp.where(keep & ~jnp.isnan(values), values, jnp.inf)
+    below = jnp.sum(v[None, :] < v[:, None], axis=1, dtype=jnp.int32)
+    up_to = jnp.sum(v[None, :] <= v[:, None], axis=1, dtype=jnp.int32)
+
+    def value_of_rank(k):  # the values of ranks below..up_to-1 are equal: any one of them
+        return jnp.max(jnp.where((below <= k) & (k < up_to), v, -jnp.inf))
+
+    # The middle ranks (count - 1) // 2 and count // 2.
+    median = (value_of_rank(jnp.maximum(count - 1, 0) // 2) + value_of_rank(count // 2)) / 2
+    undefined = (count == 0) | jnp.any(keep & jnp.isnan(values))
+    return jnp.where(undefined, jnp.nan, median)
+
+
 def binned_tree_medians(
     leaves: Sequence[jax.Array],
     high: float,

@@ -1,9 +1,12 @@
 """The execution plan: which snapshot each commit reads and when slots are filled."""
 
+import jax
 import numpy as np
 import pytest
+from engine_helpers import cluster
 
-from gemsim.engine import chunk_sizes, make_plan
+from gemsim import engine, problems, rules, timing
+from gemsim.engine import make_plan
 
 
 def test_pull_at_commit_fills_own_slot():
@@ -55,8 +58,23 @@ def test_segments_split_at_evals_and_host_fills():
     assert all(b == c for (_, b), (c, _) in zip(segs, segs[1:], strict=False))
 
 
-@pytest.mark.parametrize("length", [0, 1, 7, 8, 63, 100, 511, 512, 1500])
-def test_chunk_sizes_sum_and_come_from_few_buckets(length):
-    sizes = chunk_sizes(length, 512)
-    assert sum(sizes) == length
-    assert set(sizes) <= {1, 8, 64, 512}
+def test_one_compiled_loop_serves_segments_of_every_length():
+    """Evaluations every 37 commits and a 32-commit chunk cut the plan into segments of 32, 5
+    and 9 commits: one program runs them all, and its results equal a run of one
+    segment per commit (each loop's padding changes nothing)."""
+    prob = problems.make_problem(problems.Quadratic(dim=6, noise=0.1), None, 1, seed=2)
+    rule = rules.gem(lr=0.05)
+    trace = timing.simulate(cluster(3, budget=120), seed=4)
+    plan = engine.plan_of(trace, eval_every=37)
+    assert {b - a for a, b in plan.segments(32)} == {32, 5, 9}
+    kw = dict(params=prob.init_params, n_workers=3)
+    chunked = engine.SequentialExecutor(rule, prob, chunk=32, **kw)
+    one_by_one = engine.SequentialExecutor(rule, prob, chunk=1, **kw)
+    a, b = chunked.execute(plan), one_by_one.execute(plan)
+    assert chunked.compiled_programs() == 1 == one_by_one.compiled_programs()
+    assert a.n_commits == b.n_commits == 120
+    np.testing.assert_equal(a.evals, b.evals)  # NaN accuracy of a quadratic equals NaN
+    for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params), strict=True):
+        np.testing.assert_array_equal(x, y)
+    for key in a.metrics:
+        np.testing.assert_array_equal(a.metrics[key], b.metrics[key], err_msg=key)

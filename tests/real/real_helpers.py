@@ -23,8 +23,8 @@ from gemsim.real._process import worker_environment
 REPLAY_TOLERANCE = 1e-5
 
 
-# The engine runs a trace in scans of 512, 64, 8 or 1 commits, each compiled once: a multiple
-# of 64 commits replays with one compiled program (120 would take two, 64 and 8).
+# About 43 commits per worker at n = 3: enough for a replay's drift to show; a trace of any
+# length replays with one compiled program (the engine's commit loop).
 CNN_COMMITS = 128
 
 

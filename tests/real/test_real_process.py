@@ -31,20 +31,23 @@ def real_scenario(case: str):
     """GEM on the paper's CNN, where exactness matters most (XLA may fuse the worker's and the
     replay's programs differently); DOWNPOUR on the quadratic, for the protocol. Three
     workers: every check below holds for any n >= 2 (two workers are already asynchronous);
-    192 commits, 64 per worker, replayed in scans of 64 (one compiled program)."""
+    192 commits, 64 per worker."""
     if case == "gem-cnn":
         return cnn_scenario("gem")
     return quadratic_scenario(n=3, commits=192, optimizer={"rule": "downpour"})
 
 
 @pytest.fixture(scope="module", params=["gem-cnn", "downpour-quadratic"])
-def real_and_replay(request):
+def real_and_replay(request, computed_once):
     scenario = real_scenario(request.param)
-    if request.param == "gem-cnn":  # compiling the CNN costs more than starting a process
-        warm_worker_cache(scenario)
-    real = run(scenario, backend="process")
-    replay = run(scenario, trace=real.trace)
-    return scenario, real, replay
+
+    def compute():
+        if request.param == "gem-cnn":  # compiling the CNN costs more than starting a process
+            warm_worker_cache(scenario)
+        real = run(scenario, backend="process")
+        return real, run(scenario, trace=real.trace)
+
+    return scenario, *computed_once(f"real-and-replay-{request.param}", compute)
 
 
 def test_replay_of_a_real_run_gives_its_parameters(real_and_replay):

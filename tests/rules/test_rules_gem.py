@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rules_harness import async_trace, drive, jax_grad, leaves_np, make_problem
@@ -202,13 +203,15 @@ def _np_info(step, kappa, pi_max):
     )
 
 
-def test_diagnostics_leave_out_zero_dtheta_against_numpy():
+# 1,048 parameters: medians from the histogram (within half a bin); 248: exact.
+@pytest.mark.parametrize(("rows", "bound"), [(40, 5.0 / 2048 + 5.0 * 2**-20), (8, 0.0)])
+def test_diagnostics_leave_out_zero_dtheta_against_numpy(rows, bound):
     # Zero gradients on a third of one leaf and on the whole of another: there pi is 0 or
     # pi_max by eps alone, which would otherwise shift every statistic of pi.
     cfg = _gem.make_config(0.1, 0.9, 2.0, 5.0, 1e-12, rules.EpsPlacement.OUTSIDE)
-    theta, m, s, g = _inputs(7, 0.05, shapes=[(30,), (3, 4), (40, 25), (6,)])
+    theta, m, s, g = _inputs(7, 0.05, shapes=[(30,), (3, 4), (rows, 25), (6,)])
     rng = np.random.default_rng(7)
-    g[2] = jnp.where(jnp.asarray(rng.random((40, 25)) < 1 / 3), 0.0, g[2])
+    g[2] = jnp.where(jnp.asarray(rng.random((rows, 25)) < 1 / 3), 0.0, g[2])
     g[1] = jnp.zeros_like(g[1])
     step = _gem.gem_step(cfg, theta, m, s, g)
     info = jax.jit(lambda st: _gem.gem_info(cfg, st))(step)
@@ -216,9 +219,8 @@ def test_diagnostics_leave_out_zero_dtheta_against_numpy():
     pis = np.concatenate([np.ravel(p) for p in jax.tree.leaves(step.pi)])
     zero = np.concatenate([np.ravel(x) == 0 for x in jax.tree.leaves(step.dtheta)])
     # The excluded entries really are biased: their pi sits at the ends only.
-    assert zero.sum() > 300 and set(np.unique(pis[zero])) <= {0.0, 5.0}
+    assert zero.sum() > 6 * rows and set(np.unique(pis[zero])) <= {0.0, 5.0}
     assert np.isnan(want["pi_median_per_leaf"][1]) and np.isnan(info.pi_median_per_leaf[1])
-    bound = 5.0 / 2048 + 5.0 * 2**-20  # the histogram's: half a bin
     for name, value in want.items():
         got = np.asarray(getattr(info, name))
         if name.startswith("pi_median"):

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemsim.rules import tree_medians
-from gemsim.rules._select import binned_tree_medians, order_key
+from gemsim.rules._select import binned_tree_medians, order_key, ranked_tree_medians
 
 
 def _check(leaves):
@@ -197,3 +197,36 @@ def _pi_leaf(n):
 @given(_pi_leaf(3), _pi_leaf(64), st.sampled_from([3, 1024]))
 def test_property_binned_within_bound(short, long, bins):
     _check_binned([short, long], 5.0, bins)
+
+
+# ---------------------------------------------------------------- ranked medians
+
+
+def test_ranked_medians_equal_numpy_with_masks_ties_nans_and_empty_leaves():
+    rng = np.random.default_rng(11)
+    odd = rng.random(17).astype(np.float32)
+    ties = np.array([2.0, 2.0, 2.0, 1.0, 3.0, 2.0], np.float32)
+    with_nan = np.array([1.0, np.nan, 3.0], np.float32)
+    masked_nan = np.array([1.0, np.nan, 3.0, 4.0], np.float32)
+    empty = np.zeros(0, np.float32)
+    leaves = [odd, ties, with_nan, masked_nan, empty, rng.random((4, 5)).astype(np.float32)]
+    masks = [
+        rng.random(17) < 0.6,
+        np.ones(6, bool),
+        np.ones(3, bool),
+        np.array([True, False, True, True]),  # the NaN left out: a median of 1, 3, 4
+        np.zeros(0, bool),
+        np.zeros((4, 5), bool),  # everything left out: NaN
+    ]
+    fn = jax.jit(ranked_tree_medians)
+    overall, per_leaf = fn([jnp.asarray(x) for x in leaves], [jnp.asarray(m) for m in masks])
+    kept = [x.ravel()[m.ravel()] for x, m in zip(leaves, masks, strict=True)]
+    want = [np.median(k) if k.size else np.nan for k in kept]
+    np.testing.assert_array_equal(np.asarray(per_leaf), np.asarray(want, np.float32))
+    assert np.isnan(overall)  # leaf 2's NaN is kept
+    overall, _ = fn([jnp.asarray(x) for x in leaves[:2]], [jnp.asarray(m) for m in masks[:2]])
+    assert overall == np.median(np.concatenate(kept[:2]))
+    # Unmasked: every value counts.
+    overall, per_leaf = fn([jnp.asarray(odd), jnp.asarray(ties)])
+    assert overall == np.median(np.concatenate([odd, ties]))
+    np.testing.assert_array_equal(np.asarray(per_leaf), [np.median(odd), np.median(ties)])
