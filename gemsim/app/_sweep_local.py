@@ -39,7 +39,7 @@ from multiprocessing import get_context
 from multiprocessing.connection import wait
 from typing import Any
 
-from gemsim._spawn import sigint_blocked
+from gemsim._spawn import starting_child
 
 from ._provenance import utc_now
 
@@ -127,10 +127,10 @@ class LocalPool:
             name="gemsim-sweep-worker",
             daemon=True,
         )
-        with sigint_blocked():
+        with starting_child():  # a signal meanwhile is handled once the slot holds the worker
             process.start()
-        child.close()  # the worker's end lives in the worker only: its death closes the pipe
-        slot.process, slot.conn, slot.unit = process, parent, None
+            child.close()  # the worker's end lives in the worker only: its death closes the pipe
+            slot.process, slot.conn, slot.unit = process, parent, None
 
     def _assign(self, slot: _Slot, index: int, units: Sequence[Any], keys) -> None:
         slot.unit, slot.key = index, keys[index]
@@ -216,7 +216,7 @@ def _stop(slots: list[_Slot], *, gently: bool) -> None:
 def worker_main(conn, driver: int, work: Work) -> None:
     """The spawn target: run the units the driver sends until told to stop or it is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides what Ctrl-C stops
-    if hasattr(signal, "pthread_sigmask"):  # blocked since the spawn (sigint_blocked)
+    if hasattr(signal, "pthread_sigmask"):  # blocked since the spawn (starting_child)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     threading.Thread(target=_watch_driver, args=(driver,), daemon=True).start()
     try:

@@ -40,7 +40,7 @@ from multiprocessing.connection import Connection, wait
 import numpy as np
 
 from gemsim import timing
-from gemsim._spawn import sigint_blocked
+from gemsim._spawn import starting_child
 
 from ._background import Background, in_background
 from ._compiled import Compiled
@@ -124,10 +124,12 @@ class ProcessBackend:
             name=f"{self.job.name}-worker-{w}",
             daemon=True,
         )
-        with worker_environment(), sigint_blocked():
+        # A signal during the start is handled at the end of the block, once the worker is
+        # known to the clean-up that the signal's exception runs.
+        with worker_environment(), starting_child():
             process.start()  # the child inherits the blocked SIGINT from its first instruction
-        child.close()  # the worker's end lives in the worker only: its death closes the pipe
-        self._workers[w] = _Worker(process, parent, "starting", self._clock())
+            child.close()  # the worker's end lives in the worker only: its death closes the pipe
+            self._workers[w] = _Worker(process, parent, "starting", self._clock())
 
     def _await_startup(self) -> None:
         deadline = time.monotonic() + STARTUP_TIMEOUT_S

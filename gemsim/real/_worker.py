@@ -5,7 +5,7 @@ engine's gradient phase, says `ready`, then waits for `("go", first_step, t0, cy
 next mini-batch, the run's start, and which of the timing model's compute draws it emulates)
 or `("stop",)`. It leaves quietly when the server's end of its pipe closes, so that it cannot
 outlive the run. It ignores SIGINT (started with SIGINT blocked, see
-`gemsim._spawn.sigint_blocked`): Ctrl-C reaches the whole process group, and the server, not
+`gemsim._spawn.starting_child`): Ctrl-C reaches the whole process group, and the server, not
 each worker, decides how the run ends. SIGTERM keeps its default: a worker terminated on its
 own dies at once and the server records the death.
 """
