@@ -39,10 +39,9 @@ def raising_handlers():
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_in_the_block_is_handled_when_it_ends(signum, raising_handlers):
     reached = []
-    with pytest.raises(Stop) as stopped:
-        with signals_deferred():
-            os.kill(os.getpid(), signum)
-            reached.append("after the signal")  # the handler did not raise here
+    with pytest.raises(Stop) as stopped, signals_deferred():
+        os.kill(os.getpid(), signum)
+        reached.append("after the signal")  # the handler did not raise here
     assert reached == ["after the signal"] and stopped.value.args == (signum,)
     assert signal.getsignal(signum) is _raise_stop  # the handler is back
 
@@ -74,11 +73,10 @@ def test_a_child_started_while_a_signal_comes_starts_whole(raising_handlers):
     """The signal arrives during the start: the child still gets its start-up data (it runs
     its target and exits 0), and the parent's handler raises after the start."""
     process = multiprocessing.get_context("spawn").Process(target=_exit_quietly)
-    with pytest.raises(Stop):
-        with starting_child():
-            os.kill(os.getpid(), signal.SIGTERM)
-            process.start()
-            started = process.pid
+    with pytest.raises(Stop), starting_child():
+        os.kill(os.getpid(), signal.SIGTERM)
+        process.start()
+        started = process.pid
     assert started is not None
     process.join(60)  # a fresh interpreter's start-up, on a machine 3x slower and loaded
     assert process.exitcode == 0
