@@ -9,8 +9,9 @@ results land in the temporary ``results/`` and nothing is written into the check
 Where the time goes: every run a notebook starts compiles its own engine programs (each sweep
 point has its own rule or worker count), and compiling dominates: 02 starts 17 runs. A
 kernel keeps about one core busy (XLA compiles on one thread), so the simulated notebooks run
-two at a time, started when the module's first notebook test needs one; 04 starts real
-worker processes and validates their timing, so it runs alone.
+two at a time, started when the module's first notebook test needs one, each once per
+session whichever test processes run this module; 04 starts real worker processes and
+validates their timing, so it runs alone.
 """
 
 from __future__ import annotations
@@ -65,27 +66,34 @@ def _errors(notebook) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def pooled(request, tmp_path_factory):
-    """The selected simulated notebooks, executing AT_ONCE at a time: name -> (future, root)."""
+def pooled(request, tmp_path_factory, computed_once):
+    """The selected simulated notebooks, executing AT_ONCE at a time: name -> future of
+    (executed notebook, root). Each is executed once per session: where pytest-xdist gives
+    this module's tests to several processes, each starts the pool, and a notebook another
+    process has taken is waited for and read back (`computed_once`)."""
     selected = {
         item.callspec.params["name"]
         for item in request.session.items
         if item.module is request.module and item.originalname == "test_notebook_runs"
     }
+
+    def execute(name: str):
+        root = tmp_path_factory.mktemp(Path(name).stem)
+        return _execute(name, root), root
+
     pool = ThreadPoolExecutor(max_workers=AT_ONCE)
-    started: dict[str, tuple[Future, Path]] = {}
+    started: dict[str, Future] = {}
     for name in POOLED:
         if name in selected:
-            root = tmp_path_factory.mktemp(Path(name).stem)
-            started[name] = (pool.submit(_execute, name, root), root)
+            key = f"notebook-{Path(name).stem}"
+            started[name] = pool.submit(computed_once, key, lambda name=name: execute(name))
     yield started
     pool.shutdown(wait=True)  # each cell is bounded by CELL_TIMEOUT_S
 
 
 def _executed(name: str, pooled, tmp_path: Path):
     if name in pooled:
-        future, root = pooled[name]
-        return future.result(), root
+        return pooled[name].result()
     return _execute(name, tmp_path), tmp_path
 
 
