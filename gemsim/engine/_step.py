@@ -1,6 +1,6 @@
 """The engine's step, in two phases: the worker's gradient work (local steps from its start
 point) and the atomic commit at the PS. The sequential executor runs them back to back in a
-`lax.scan`; the batched executor vmaps the first over a wave of commits, then scans the second.
+compiled loop; the batched executor vmaps the first over a wave of commits, then scans the second.
 """
 
 from __future__ import annotations
