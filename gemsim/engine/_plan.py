@@ -85,7 +85,8 @@ class ExecutionPlan:
         return int(self.worker.shape[0])
 
     def segments(self, max_len: int) -> list[tuple[int, int]]:
-        """[start, stop) ranges of commits that run inside one compiled loop, split where the host acts."""
+        """[start, stop) ranges of commits that run in one compiled loop, split where the host
+        acts."""
         return split_at({*self.host_fills, *self.evals.tolist(), len(self) - 1}, max_len)
 
 
