@@ -35,7 +35,7 @@ from ._layout import RowLayout, initial_slots, pull_rows
 from ._metrics import MetricsRecorder
 from ._plan import ExecutionPlan, split_at
 from ._sequential import SequentialExecutor
-from ._step import Carry, StepInput, commit_math, gradient_phase, step_piece
+from ._step import Carry, StepInput, commit_math, gradient_phase, loop_steps, step_piece
 
 RuleOf = Callable[[Mapping[str, Any]], Any]
 """Builds the rule from the values of the lifted hyperparameters (floats or traced scalars)."""
@@ -121,19 +121,7 @@ class ManyRunsExecutor:
             return carry, next_rows, out
 
         rows = carry.slots[runs, inputs.worker[0]]
-        shapes = jax.eval_shape(lambda: step(carry, rows, 0)[2])
-        size = inputs.commit.shape[0]
-        outs = jax.tree.map(lambda a: jnp.zeros((size, *a.shape), a.dtype), shapes)
-
-        def body(state):
-            i, carry, rows, outs = state
-            carry, rows, out = step(carry, rows, i)
-            outs = jax.tree.map(lambda b, o: b.at[i].set(o), outs, out)
-            return i + 1, carry, rows, outs
-
-        state = (jnp.int32(0), carry, rows, outs)
-        _, carry, _, outs = jax.lax.while_loop(lambda s: s[0] < n_steps, body, state)
-        return carry, outs
+        return loop_steps(step, carry, rows, inputs.commit.shape[0], n_steps)
 
     def _fill_fn(self, slots, theta, server, rows, fresh, hyper):
         return pull_rows(self.rule_of(hyper), self.layout, slots, theta, server, rows, fresh)
@@ -295,7 +283,7 @@ def _stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
 
 
 def _segments(plans: Sequence[ExecutionPlan], max_len: int) -> list[tuple[int, int]]:
-    """[start, stop) ranges that run inside one scan, split wherever any run's host acts."""
+    """[start, stop) ranges that run in one compiled loop, split wherever any run's host acts."""
     cuts = set()
     for plan in plans:
         cuts |= {*plan.host_fills, *plan.evals.tolist(), len(plan) - 1}

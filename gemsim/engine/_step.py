@@ -188,31 +188,40 @@ def make_chunk(rule, layout: RowLayout, *, padded: bool = False):
     `padded`: the inputs may hold inactive steps (runs of unequal length executed together).
     """
 
-    def step(problem, carry: Carry, row, inp: StepInput, next_worker):
-        work = gradient_phase(rule, layout, problem, row, inp.worker, inp.first_step)
-        carry, out = commit_phase(rule, layout, carry, inp, work, padded=padded)
-        next_row = jax.lax.dynamic_index_in_dim(carry.slots, next_worker, keepdims=False)
-        return carry, next_row, out
-
     def chunk(problem, carry: Carry, piece, n_steps):
         inputs, next_workers = piece
-        at = lambda i: jax.tree.map(lambda x: x[i], inputs)
+
+        def step(carry: Carry, row, i):
+            inp = jax.tree.map(lambda x: x[i], inputs)
+            work = gradient_phase(rule, layout, problem, row, inp.worker, inp.first_step)
+            carry, out = commit_phase(rule, layout, carry, inp, work, padded=padded)
+            next_row = jax.lax.dynamic_index_in_dim(carry.slots, next_workers[i], keepdims=False)
+            return carry, next_row, out
+
         row = jax.lax.dynamic_index_in_dim(carry.slots, inputs.worker[0], keepdims=False)
-        shapes = jax.eval_shape(lambda: step(problem, carry, row, at(0), next_workers[0])[2])
-        size = inputs.commit.shape[0]
-        outs = jax.tree.map(lambda a: jnp.zeros((size, *a.shape), a.dtype), shapes)
-
-        def body(state):
-            i, carry, row, outs = state
-            carry, row, out = step(problem, carry, row, at(i), next_workers[i])
-            outs = jax.tree.map(lambda b, o: b.at[i].set(o), outs, out)
-            return i + 1, carry, row, outs
-
-        state = (jnp.int32(0), carry, row, outs)
-        _, carry, _, outs = jax.lax.while_loop(lambda s: s[0] < n_steps, body, state)
-        return carry, outs
+        return loop_steps(step, carry, row, inputs.commit.shape[0], n_steps)
 
     return chunk
+
+
+def loop_steps(step, carry, row, size: int, n_steps):
+    """Steps 0 .. n_steps - 1 of ``step(carry, row, i) -> (carry, next_row, out)`` in one
+    while loop, the row each step reads carried from the step before (see `make_chunk`).
+    Returns the last carry and every step's `out` stacked in buffers of `size` steps (a
+    static length, so that one program serves any run-time `n_steps <= size`; the rest
+    is zeros)."""
+    shapes = jax.eval_shape(lambda: step(carry, row, 0)[2])
+    outs = jax.tree.map(lambda a: jnp.zeros((size, *a.shape), a.dtype), shapes)
+
+    def body(state):
+        i, carry, row, outs = state
+        carry, row, out = step(carry, row, i)
+        outs = jax.tree.map(lambda b, o: b.at[i].set(o), outs, out)
+        return i + 1, carry, row, outs
+
+    state = (jnp.int32(0), carry, row, outs)
+    _, carry, _, outs = jax.lax.while_loop(lambda s: s[0] < n_steps, body, state)
+    return carry, outs
 
 
 def step_piece(inputs: StepInput, start: int, stop: int, size: int, spare: int):
@@ -233,7 +242,7 @@ def step_piece(inputs: StepInput, start: int, stop: int, size: int, spare: int):
 
 
 def step_inputs(plan) -> StepInput:
-    """The scan inputs of a whole plan (numpy; sliced into chunks by the executors)."""
+    """The step inputs of a whole plan (numpy; cut into pieces by the executors)."""
     return StepInput(
         commit=np.arange(len(plan), dtype=np.int32),
         worker=plan.worker,
