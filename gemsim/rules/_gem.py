@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import optax.tree_utils as otu
 
 from gemsim.rules import _base
-from gemsim.rules._select import binned_histograms, histogram_medians, ranked_tree_medians
+from gemsim.rules._select import binned_histograms, bisected_tree_medians, histogram_medians
 from gemsim.types import PyTree
 
 
@@ -92,7 +92,7 @@ class GemInfo(NamedTuple):
       update_norm: L2 norm of ``pi * dtheta``, the change to the central variable.
       weight: mean of ``pi`` over the included entries.
       pi_median: median of ``pi`` over the included entries. Exact (``np.median``) for
-        models of at most 256 parameters (pairwise ranks); above, read from a histogram
+        models of at most 256 parameters (a bisection); above, read from a histogram
         of 1,024 equal bins over ``(0, pi_max)`` plus exact bins for 0 and ``pi_max``:
         within ``pi_max / 2048`` (plus float32 rounding, ``< pi_max * 1e-6``) of the exact
         median, and exact when both middle values are 0 or ``pi_max``
@@ -181,9 +181,9 @@ def gem_step(cfg: GemConfig, theta: PyTree, m: PyTree, s: PyTree, g: PyTree) -> 
 
 # Inner bins of the pi histogram: medians within pi_max / (2 * _PI_BINS).
 _PI_BINS = 1024
-# Parameters up to which the medians are exact, from pairwise ranks (n**2 comparisons cost
-# less than the histogram's bins there).
-_RANK_AT_MOST = 256
+# Parameters up to which the medians are exact, by bisection (32 rounds over a few hundred
+# values cost less than the histogram's bins there).
+_EXACT_AT_MOST = 256
 
 
 def _leaf_sums(step: GemStep, included) -> jax.Array:
@@ -201,8 +201,8 @@ def gem_info(cfg: GemConfig, step: GemStep, full: jax.Array | bool = True) -> Ge
 
     ``update_norm`` is always computed (the engine detects divergence with it); the rest
     is NaN unless ``full``. The full set costs one scatter-add over pi (the histograms of
-    every leaf; pairwise ranks instead for at most 256 parameters) and three sums: on a CPU a few
-    percent of a batch-64 CNN gradient.
+    every leaf; an exact bisection instead for at most 256 parameters) and three sums: on a
+    CPU a few percent of a batch-64 CNN gradient.
     """
     pis = jax.tree.leaves(step.pi)
     n = sum(p.size for p in pis)
@@ -210,8 +210,8 @@ def gem_info(cfg: GemConfig, step: GemStep, full: jax.Array | bool = True) -> Ge
 
     def everything():
         included = [dth != 0 for dth in jax.tree.leaves(step.dtheta)]
-        if n <= _RANK_AT_MOST:  # a few hundred values: exact, cheaper than the histogram
-            median, per_leaf = ranked_tree_medians(pis, included)
+        if n <= _EXACT_AT_MOST:  # a few hundred values: exact, cheaper than the histogram
+            median, per_leaf = bisected_tree_medians(pis, included)
             inc = jnp.concatenate([jnp.ravel(i) for i in included])
             every = jnp.concatenate([jnp.ravel(p) for p in pis])
             count = lambda where: jnp.sum(inc & where, dtype=jnp.int32)

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemsim.rules import tree_medians
-from gemsim.rules._select import binned_tree_medians, order_key, ranked_tree_medians
+from gemsim.rules._select import binned_tree_medians, bisected_tree_medians, order_key
 
 
 def _check(leaves):
@@ -199,10 +199,10 @@ def test_property_binned_within_bound(short, long, bins):
     _check_binned([short, long], 5.0, bins)
 
 
-# ---------------------------------------------------------------- ranked medians
+# ---------------------------------------------------------------- bisected medians
 
 
-def test_ranked_medians_equal_numpy_with_masks_ties_nans_and_empty_leaves():
+def test_bisected_medians_equal_numpy_with_masks_ties_nans_and_empty_leaves():
     rng = np.random.default_rng(11)
     odd = rng.random(17).astype(np.float32)
     ties = np.array([2.0, 2.0, 2.0, 1.0, 3.0, 2.0], np.float32)
@@ -218,7 +218,7 @@ def test_ranked_medians_equal_numpy_with_masks_ties_nans_and_empty_leaves():
         np.zeros(0, bool),
         np.zeros((4, 5), bool),  # everything left out: NaN
     ]
-    fn = jax.jit(ranked_tree_medians)
+    fn = jax.jit(bisected_tree_medians)
     overall, per_leaf = fn([jnp.asarray(x) for x in leaves], [jnp.asarray(m) for m in masks])
     kept = [x.ravel()[m.ravel()] for x, m in zip(leaves, masks, strict=True)]
     want = [np.median(k) if k.size else np.nan for k in kept]
@@ -230,3 +230,52 @@ def test_ranked_medians_equal_numpy_with_masks_ties_nans_and_empty_leaves():
     overall, per_leaf = fn([jnp.asarray(odd), jnp.asarray(ties)])
     assert overall == np.median(np.concatenate([odd, ties]))
     np.testing.assert_array_equal(np.asarray(per_leaf), [np.median(odd), np.median(ties)])
+
+
+def _masked_median(x: np.ndarray, m: np.ndarray) -> float:
+    kept = x.ravel()[m.ravel()]
+    return np.float32(np.median(kept)) if kept.size else np.float32(np.nan)
+
+
+_NORMAL_OR_ZERO = st.floats(width=32, allow_nan=False, allow_infinity=False).filter(
+    lambda v: v == 0 or abs(v) > 1e-30
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(_NORMAL_OR_ZERO, min_size=7, max_size=7),
+    st.lists(st.sampled_from([0.0, -0.0, 1.5, 5.0]), min_size=9, max_size=9),
+    st.lists(st.booleans(), min_size=16, max_size=16),
+)
+def test_property_bisected_medians_equal_numpy(spread, ties, keep):
+    """Signs, zeros of both signs, huge values and ties, any mask; one leaf alone (its median
+    is the tree's) and two together. XLA on a CPU flushes subnormal results to zero, so the
+    values stay far enough from them that the mean of two middle values cannot be one."""
+    a, b = np.asarray(spread, np.float32), np.asarray(ties, np.float32)
+    ma, mb = np.asarray(keep[:7]), np.asarray(keep[7:])
+    overall, per_leaf = _bisected(
+        [jnp.asarray(a), jnp.asarray(b)], [jnp.asarray(ma), jnp.asarray(mb)]
+    )
+    np.testing.assert_array_equal(per_leaf, [_masked_median(a, ma), _masked_median(b, mb)])
+    both = _masked_median(np.concatenate([a, b]), np.concatenate([ma, mb]))
+    np.testing.assert_array_equal(overall, both)
+    alone, leaf = _bisected_one([jnp.asarray(a)], [jnp.asarray(ma)])
+    np.testing.assert_array_equal([alone, *leaf], [_masked_median(a, ma)] * 2)
+
+
+_bisected = jax.jit(bisected_tree_medians)
+_bisected_one = jax.jit(bisected_tree_medians)
+
+
+def test_bisected_medians_vmapped_equal_one_by_one():
+    """The engine vmaps GEM's diagnostics over the runs of a batch."""
+    rng = np.random.default_rng(5)
+    x = np.clip(rng.normal(2.0, 2.0, (8, 3, 40)), 0.0, 5.0).astype(np.float32)  # clipped pi
+    masks = rng.random((8, 3, 40)) < 0.9
+    batched = jax.jit(jax.vmap(lambda v, m: bisected_tree_medians([v[0], v[1:]], [m[0], m[1:]])))
+    overall, per_leaf = batched(jnp.asarray(x), jnp.asarray(masks))
+    for r in range(8):
+        np.testing.assert_array_equal(overall[r], _masked_median(x[r], masks[r]))
+        want = [_masked_median(x[r, 0], masks[r, 0]), _masked_median(x[r, 1:], masks[r, 1:])]
+        np.testing.assert_array_equal(per_leaf[r], want)
