@@ -72,8 +72,9 @@ def repo_root() -> Path:
 @pytest.fixture(scope="session")
 def computed_once(tmp_path_factory) -> Callable:
     """`computed_once(key, compute)`: `compute()`'s value, computed by one test process of the
-    session and read back (pickled) by the others. For expensive module fixtures: pytest-xdist
-    may run a module's tests in several processes, each of which would build the fixture."""
+    session and read back (pickled) by the others. For expensive module fixtures: the default
+    distribution keeps a module's tests in one process, but `--dist worksteal` or `load`
+    (given on the command line) spread them, and each process would build the fixture."""
     base = tmp_path_factory.getbasetemp()
     # Every xdist worker's base folder sits in one folder of the session.
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
