@@ -55,15 +55,6 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(len(os.sched_getaffinity(0)) + 1, 4))
 
 
-def pytest_collection_modifyitems(session, config, items):
-    """The files marked slow first, in their collection order, then the others: pytest-xdist
-    (`--dist loadfile`, pyproject.toml) hands whole files to the test processes in this
-    order, so the long end-to-end files (minutes of real processes and notebooks) start at
-    once and the short ones fill the end instead of one long file closing the session."""
-    del session, config
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # a stable sort
-
-
 @pytest.fixture
 def repo_root() -> Path:
     return ROOT
