@@ -277,23 +277,21 @@ def bisected_tree_medians(
     else:
         keeps = [jnp.ravel(m) for m in masks]
     values, keep = jnp.concatenate(flats), jnp.concatenate(keeps)
+    # Both from isnan: `keep & ~nan` would read simpler, but XLA then fuses the loop's input
+    # worse (92 against 71 us per step vmapped over 64 runs of 100 values).
     counted = keep & ~jnp.isnan(values)
-    if len(flats) == 1:  # the tree's median is the leaf's
-        members = counted[None]
-    else:
-        leaf_of = np.repeat(np.arange(len(flats)), [f.size for f in flats])
-        own = leaf_of[None, :] == np.arange(len(flats))[:, None]  # static [leaves, n]
-        members = jnp.concatenate([counted[None], counted[None] & own])
-    medians = _bisected_medians(order_key(values), members)
     nan = keep & jnp.isnan(values)
-    if len(flats) == 1:
-        undefined = jnp.any(nan)[None]
-    else:
-        undefined = jnp.concatenate([jnp.any(nan)[None], jnp.any(nan[None] & own, axis=1)])
-    medians = jnp.where(undefined, jnp.nan, medians)
-    if len(flats) == 1:
-        return medians[0], medians
-    return medians[0], medians[1:]
+    if len(flats) == 1:  # one row: the leaf's median is the tree's
+        members, nans = counted[None], nan[None]
+    else:  # the whole tree, then each leaf (a static [leaves + 1, n] selection)
+        leaf_of = np.repeat(np.arange(len(flats)), [f.size for f in flats])
+        rows = np.concatenate(
+            [np.ones((1, values.size), bool), leaf_of == np.arange(len(flats))[:, None]]
+        )
+        members, nans = rows & counted[None], rows & nan[None]
+    medians = _bisected_medians(order_key(values), members)
+    medians = jnp.where(jnp.any(nans, axis=1), jnp.nan, medians)
+    return medians[0], medians[-len(flats) :]
 
 
 def _bisected_medians(keys: jax.Array, members: jax.Array) -> jax.Array:

@@ -237,6 +237,7 @@ def _masked_median(x: np.ndarray, m: np.ndarray) -> float:
     return np.float32(np.median(kept)) if kept.size else np.float32(np.nan)
 
 
+_bisected = jax.jit(bisected_tree_medians)
 _NORMAL_OR_ZERO = st.floats(width=32, allow_nan=False, allow_infinity=False).filter(
     lambda v: v == 0 or abs(v) > 1e-30
 )
@@ -260,12 +261,8 @@ def test_property_bisected_medians_equal_numpy(spread, ties, keep):
     np.testing.assert_array_equal(per_leaf, [_masked_median(a, ma), _masked_median(b, mb)])
     both = _masked_median(np.concatenate([a, b]), np.concatenate([ma, mb]))
     np.testing.assert_array_equal(overall, both)
-    alone, leaf = _bisected_one([jnp.asarray(a)], [jnp.asarray(ma)])
+    alone, leaf = _bisected([jnp.asarray(a)], [jnp.asarray(ma)])
     np.testing.assert_array_equal([alone, *leaf], [_masked_median(a, ma)] * 2)
-
-
-_bisected = jax.jit(bisected_tree_medians)
-_bisected_one = jax.jit(bisected_tree_medians)
 
 
 def test_bisected_medians_vmapped_equal_one_by_one():
