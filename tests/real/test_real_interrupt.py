@@ -146,12 +146,16 @@ def ray_processes(marker: str, per_worker: bool) -> Callable[[Cli, int], None]:
 
 
 MNIST = "mnist_5k.csv.gz"  # the file the CNN's data set is read from (seconds of parsing)
+XLA_CACHE = "xla-cache"  # a compiling case's own compilation cache, in the test's folder
 
 
 def reach_ray_compiling(cli: Cli, n: int) -> None:
     """Every worker actor, in its constructor, was seen reading the CNN's data set and has
-    closed it: it now traces and compiles its gradient (seconds) before it says ready."""
+    closed it, and the run's first programs are in its compilation cache: the actor now
+    builds the CNN and compiles its gradient (seconds) before it says ready. (Closing the
+    file alone is not enough: under load the signal could come before anything compiled.)"""
     reading: dict[int, bool] = {}  # pid -> still reading
+    cache = cli.folder / XLA_CACHE
 
     def compiling() -> bool:
         actors = [p for p in cli.alive() if "ray::_Worker.__init__" in cmdline(p)]
@@ -159,9 +163,10 @@ def reach_ray_compiling(cli: Cli, n: int) -> None:
             is_open = any(f.endswith(MNIST) for f in open_files(p))
             if is_open or p.pid in reading:
                 reading[p.pid] = is_open
-        return len(actors) == n and all(reading.get(p.pid) is False for p in actors)
+        done = len(actors) == n and all(reading.get(p.pid) is False for p in actors)
+        return done and cache.is_dir() and any(cache.iterdir())
 
-    cli.wait_until(compiling, f"worker actors done reading {MNIST}")
+    cli.wait_until(compiling, f"worker actors done reading {MNIST}, programs cached")
 
 
 def open_files(p) -> list[str]:
@@ -228,7 +233,7 @@ def test_run_ends_cleanly_on_a_signal(backend, state, name, tmp_path):
     launcher = ("--signal-at-write", f"{name.split('-')[0]}:1") if state == "writing" else ()
     # A compilation cache of the test's own, empty: the workers really compile (a session
     # cache could hold their program), and whether their gradient ever got compiled shows.
-    cache = tmp_path / "xla-cache"
+    cache = tmp_path / XLA_CACHE
     env = {"JAX_COMPILATION_CACHE_DIR": str(cache)} if state == "compiling" else {}
     with Cli(run_args(scenario, backend), tmp_path, launcher, env) as cli:
         at.reach(cli, at.workers)
