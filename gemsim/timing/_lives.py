@@ -25,7 +25,6 @@ from ._draws import (
     WORKER_KEY,
     Draw,
     draw_stream,
-    seed_sequence,
     worker_draws,
 )
 
@@ -48,8 +47,8 @@ class Down(NamedTuple):
 
 def _churn(worker: WorkerSpec, seed: int, w: int) -> Iterator[Down]:
     churn = worker.churn
-    up = draw_stream(churn.uptime, seed_sequence(seed, WORKER_KEY, w, CHURN_UP))
-    down = draw_stream(churn.downtime, seed_sequence(seed, WORKER_KEY, w, CHURN_DOWN))
+    up = draw_stream(churn.uptime, (seed, WORKER_KEY, w, CHURN_UP))
+    down = draw_stream(churn.downtime, (seed, WORKER_KEY, w, CHURN_DOWN))
     t = 0.0
     while True:
         start = t + up()
@@ -109,11 +108,9 @@ class SlowdownClock:
 
     def __init__(self, spec: WorkerSpec, seed: int, w: int) -> None:
         slow = spec.slowdowns
-        self._every = draw_stream(slow.every, seed_sequence(seed, WORKER_KEY, w, SLOW_EVERY))
-        self._factor = draw_stream(slow.factor, seed_sequence(seed, WORKER_KEY, w, SLOW_FACTOR))
-        self._duration: Draw = draw_stream(
-            slow.duration, seed_sequence(seed, WORKER_KEY, w, SLOW_DURATION)
-        )
+        self._every = draw_stream(slow.every, (seed, WORKER_KEY, w, SLOW_EVERY))
+        self._factor = draw_stream(slow.factor, (seed, WORKER_KEY, w, SLOW_FACTOR))
+        self._duration: Draw = draw_stream(slow.duration, (seed, WORKER_KEY, w, SLOW_DURATION))
         self._episodes: deque[tuple[float, float, float]] = deque()  # (start, end, factor)
         self._last_end = 0.0
 
