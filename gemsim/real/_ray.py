@@ -32,6 +32,7 @@ from contextlib import contextmanager, suppress
 import numpy as np
 
 from gemsim import timing
+from gemsim._spawn import signals_deferred
 
 from ._compiled import Compiled
 from ._job import RealJob, RealRun
@@ -149,7 +150,11 @@ def run_ray(job: RealJob, *, progress: Progress | None = None, address: str | No
     before = _ray_processes() if started_ray else set()
     try:
         if started_ray:
-            with _keeping_sigterm_handler():
+            # A Ctrl-C is handled once `ray.init` has returned: interrupted half-way, its
+            # core worker could abort the process ("terminate called without an active
+            # exception", exit -6) instead of ending it with 130. Ray's own processes
+            # block SIGINT, so the start completes in its usual seconds.
+            with _keeping_sigterm_handler(), signals_deferred():
                 if address is None:
                     ray.init(
                         num_cpus=job.n_workers + 1, include_dashboard=False, log_to_driver=False
