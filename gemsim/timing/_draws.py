@@ -153,7 +153,7 @@ def service_draw(spec: ClusterSpec, seed: int) -> Draw | None:
 
 def uniform_draw(seed: int) -> Draw:
     """The server's stream of uniform ``[0, 1)`` values for the RANDOM discipline."""
-    rng = np.random.default_rng((seed, SERVER_KEY, DISCIPLINE))
+    rng = np.random.default_rng(seed_sequence(seed, SERVER_KEY, DISCIPLINE))
 
     def blocks() -> Iterator[list[float]]:
         size = FIRST_BLOCK

@@ -16,7 +16,13 @@ from gemsim.timing import (
     WorkerSpec,
     simulate,
 )
-from gemsim.timing._draws import FIRST_BLOCK, seed_sequence, worker_draws
+from gemsim.timing._draws import (
+    FIRST_BLOCK,
+    seed_sequence,
+    service_draw,
+    uniform_draw,
+    worker_draws,
+)
 
 NETWORK = {
     "pull": LogNormal(0.05, 0.5),
@@ -79,6 +85,25 @@ def test_stream_seeds_are_the_spawned_children_of_the_worker_sequence():
     np.testing.assert_array_equal(
         seed_sequence(seed, 1, 0).generate_state(4), server[0].generate_state(4)
     )
+
+
+def test_every_stream_draws_from_its_documented_seed_sequence():
+    """Compute, push, pull, service and the RANDOM discipline's uniforms each draw from the
+    spawned child the module docstring names (seed 7, worker 2), whatever the stream."""
+    seed, w, n = 7, 2, 64
+    push, pull, service = LogNormal(0.1, 0.3), Pareto(0.05, 2.5), LogNormal(0.01, 0.2)
+    spec = cluster(3, LogNormal(1.0, 0.5), push=push, pull=pull, service=service)
+    child = lambda *key: np.random.default_rng(np.random.SeedSequence(seed, spawn_key=key))
+    draws = worker_draws(spec, seed, w)
+    expected = {
+        draws.compute: spec.workers[w].compute.sample(child(0, w, 0), n),
+        draws.push: push.sample(child(0, w, 1), n),
+        draws.pull: pull.sample(child(0, w, 2), n),
+        service_draw(spec, seed): service.sample(child(1, 0), n),
+        uniform_draw(seed): child(1, 1).random(n),
+    }
+    for draw, values in expected.items():
+        np.testing.assert_array_equal([draw() for _ in range(n)], values)
 
 
 def test_block_boundaries_do_not_change_a_stream():
