@@ -299,14 +299,18 @@ class Cli:
         return self.alive()
 
 
-def mapped_shm(p: psutil.Process) -> set[str]:
-    """Names of the shared-memory blocks (multiprocessing's `psm_*`) the process maps, from
-    /proc/PID/maps (psutil's memory_maps reads smaps, which costs the kernel far more)."""
+def proc_maps(p: psutil.Process) -> str:
+    """The process's /proc/PID/maps ("" once it is gone); psutil's memory_maps reads smaps,
+    which costs the kernel far more."""
     try:
-        maps = Path(f"/proc/{p.pid}/maps").read_text()
+        return Path(f"/proc/{p.pid}/maps").read_text()
     except OSError:
-        return set()
-    return set(re.findall(r"/dev/shm/(psm_\w+)", maps))
+        return ""
+
+
+def mapped_shm(p: psutil.Process) -> set[str]:
+    """Names of the shared-memory blocks (multiprocessing's `psm_*`) the process maps."""
+    return set(re.findall(r"/dev/shm/(psm_\w+)", proc_maps(p)))
 
 
 def shm_bytes(names: set[str]) -> bytes | None:

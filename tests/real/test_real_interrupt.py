@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from launch_cli import SENT
-from real_helpers import Cli, cmdline, mapped_shm, shm_bytes
+from real_helpers import Cli, cmdline, mapped_shm, proc_maps, shm_bytes
 
 from gemsim.app._signals import RAY_SHUTDOWN_BOUND_S, SHUTDOWN_BOUND_S
 from gemsim.results import read_run
@@ -160,18 +160,10 @@ def reach_ray_compiling(cli: Cli, n: int) -> None:
 
     def compiling() -> bool:
         actors = [p for p in cli.alive() if "ray::_Worker.__init__" in cmdline(p)]
-        building = len(actors) == n and all(READING_MARK in mapped(p) for p in actors)
+        building = len(actors) == n and all(READING_MARK in proc_maps(p) for p in actors)
         return building and cache.is_dir() and any(cache.iterdir())
 
     cli.wait_until(compiling, "worker actors building the CNN, programs cached")
-
-
-def mapped(p) -> str:
-    """The process's /proc/PID/maps ("" once it is gone)."""
-    try:
-        return Path(f"/proc/{p.pid}/maps").read_text()
-    except OSError:
-        return ""
 
 
 @dataclass(frozen=True)
