@@ -21,12 +21,12 @@ machine computes its numbers; `provenance.placement.cpus` records the count.
 from __future__ import annotations
 
 import collections
-import signal
-import threading
 import time
 from collections.abc import Hashable, Iterator, Sequence
 from contextlib import suppress
 from typing import Any
+
+from gemsim import _ray_local as ray_local
 
 from ._execute import Outcome, execute_unit, here
 from ._provenance import utc_now
@@ -76,54 +76,29 @@ class RayPool:
         if not units:
             return  # nothing to do: no Ray instance to start (e.g. --resume of a full sweep)
         ray = _import_ray()
-        started_ray = not ray.is_initialized()
-        before = _sigterm_handler()
-        if started_ray:
-            cpus = self.jobs if self.address is None else None
-            ray.init(
-                address=self.address, num_cpus=cpus, include_dashboard=False, log_to_driver=False
-            )
-            if callable(before):  # ray.init replaced it: see _restore_sigterm
-                _restore_sigterm(before)
+        cpus = self.jobs if self.address is None else None
         in_flight: dict[Any, tuple[int, float, str]] = {}
-        try:
-            task = ray.remote(num_cpus=1, max_retries=RAY_TASK_RETRIES, retry_exceptions=False)
-            task = task(ray_unit)
-            queue = collections.deque(range(len(units)))
-            limit = self.jobs or max(len(units), 1)
-            while queue or in_flight:
-                while queue and len(in_flight) < limit:
-                    index = queue.popleft()
-                    ref = task.remote(units[index])
-                    in_flight[ref] = (index, time.perf_counter(), utc_now())
-                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S)
-                for ref in ready:
-                    index, started, started_at = in_flight.pop(ref)
-                    yield index, _collect(ray, ref, started, started_at)
-        finally:
-            for ref in in_flight:
-                with suppress(Exception):  # the task may have ended meanwhile
-                    ray.cancel(ref, force=True)
-            if started_ray:
-                ray.shutdown()
-                _restore_sigterm(before)
-
-
-def _sigterm_handler():
-    """The SIGTERM handler now (None off the main thread, where it cannot be changed)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.getsignal(signal.SIGTERM)
-
-
-def _restore_sigterm(handler) -> None:
-    """`ray.init` installs its own SIGTERM handler (`sys.exit(15)`) in the main thread. A
-    handler this program installed before is put back at once, so SIGTERM means the same
-    with and without Ray; without one, Ray's stays while the sweep runs (it raises
-    SystemExit, so the driver still cancels its tasks and stops the local instance) and the
-    default comes back after."""
-    if handler is not None:
-        signal.signal(signal.SIGTERM, handler)
+        init = {"address": self.address, "num_cpus": cpus, "include_dashboard": False}
+        # Signals kept as they were while Ray starts and stops: gemsim/_ray_local.py.
+        with ray_local.running(ray, log_to_driver=False, **init):
+            try:
+                task = ray.remote(num_cpus=1, max_retries=RAY_TASK_RETRIES, retry_exceptions=False)
+                task = task(ray_unit)
+                queue = collections.deque(range(len(units)))
+                limit = self.jobs or max(len(units), 1)
+                while queue or in_flight:
+                    while queue and len(in_flight) < limit:
+                        index = queue.popleft()
+                        ref = task.remote(units[index])
+                        in_flight[ref] = (index, time.perf_counter(), utc_now())
+                    ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S)
+                    for ref in ready:
+                        index, started, started_at = in_flight.pop(ref)
+                        yield index, _collect(ray, ref, started, started_at)
+            finally:
+                for ref in in_flight:
+                    with suppress(Exception):  # the task may have ended meanwhile
+                        ray.cancel(ref, force=True)
 
 
 def _collect(ray, ref, started: float, started_at: str) -> list[Outcome] | Lost:

@@ -16,23 +16,20 @@ from an older one. An actor that dies by itself is recorded and the run goes on.
 Interrupts: the driver waits in `ray.get`/`ray.wait`, which let signal handlers run, so
 KeyboardInterrupt (or SIGTERM's `Terminated`, gemsim/app/_signals.py) reaches it within a
 poll; the actors are then killed and a Ray instance this run started is shut down. `ray.init`
-replaces the SIGTERM handler with one that calls `sys.exit(15)`: the driver's own handler is
-put back once Ray is up, and a SIGTERM during start-up still ends the run as SIGTERM;
-`ray.shutdown` resets SIGTERM to its default action, so the handler is put back after it too.
+and `ray.shutdown` change SIGTERM's handling, and a Ctrl-C during `ray.init` can abort it:
+both are started and stopped through gemsim/_ray_local.py, which keeps the signals as they were.
 """
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 
 import numpy as np
 
+from gemsim import _ray_local as ray_local
 from gemsim import timing
-from gemsim._spawn import signals_deferred
 
 from ._compiled import Compiled
 from ._job import RealJob, RealRun
@@ -146,77 +143,12 @@ def run_ray(job: RealJob, *, progress: Progress | None = None, address: str | No
     except ImportError:  # pragma: no cover - depends on the extra
         raise RuntimeError("the ray backend needs the extra: pip install 'gemsim[ray]'") from None
 
-    started_ray = not ray.is_initialized()
-    before = _ray_processes() if started_ray else set()
-    try:
-        if started_ray:
-            # A Ctrl-C is handled once `ray.init` has returned: interrupted half-way, its
-            # core worker could abort the process ("terminate called without an active
-            # exception", exit -6) instead of ending it with 130. Ray's own processes
-            # block SIGINT, so the start completes in its usual seconds.
-            with _keeping_sigterm_handler(), signals_deferred():
-                if address is None:
-                    ray.init(
-                        num_cpus=job.n_workers + 1, include_dashboard=False, log_to_driver=False
-                    )
-                else:
-                    ray.init(address=address, log_to_driver=False)
+    if address is None:
+        init = {"num_cpus": job.n_workers + 1, "include_dashboard": False}
+    else:
+        init = {"address": address}
+    with ray_local.running(ray, log_to_driver=False, **init):  # signals kept as they were
         return _Driver(job, ray, progress).run()
-    finally:
-        if started_ray:
-            # `ray.shutdown` puts SIGTERM's disposition back to the default at the C level
-            # (Python's own record still names the driver's handler), so that a SIGTERM
-            # while the run folder is written would kill the process outright: the
-            # handler is installed again.
-            with _keeping_sigterm_handler():
-                ray.shutdown()
-            _kill_ray_processes(before)
-
-
-def _ray_processes() -> set:
-    """This process's descendants that Ray started (psutil ships with Ray)."""
-    import psutil
-
-    found = set()
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.name().startswith("ray::") or "/ray/" in " ".join(p.cmdline()):
-                found.add(p)
-        except psutil.Error:
-            continue  # gone meanwhile
-    return found
-
-
-def _kill_ray_processes(before: set) -> None:
-    """Kill what Ray started and `ray.shutdown` left: a `ray.init` interrupted half-way has
-    not registered the processes it started (the raylet's agents would outlive it)."""
-    import psutil
-
-    left = _ray_processes() - before
-    for p in left:
-        with suppress(psutil.Error):
-            p.kill()
-    psutil.wait_procs(left, timeout=5)
-
-
-@contextmanager
-def _keeping_sigterm_handler():
-    """Undo `ray.init`'s SIGTERM handler (`sys.exit(15)`) once it returns; a SIGTERM that
-    came while Ray was starting is raised as the KeyboardInterrupt that the handler in place
-    before would have raised (`Terminated`, when gemsim's command line set it)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # Ray sets no handler outside the main thread either
-        return
-    before = signal.getsignal(signal.SIGTERM)
-    try:
-        yield
-    except SystemExit as exc:
-        if exc.code != signal.SIGTERM or not callable(before):
-            raise
-        before(signal.SIGTERM, None)  # raises what a SIGTERM raises here
-        raise KeyboardInterrupt from exc  # it returned: an interrupt is under way already
-    finally:
-        signal.signal(signal.SIGTERM, before)
 
 
 class _Driver:

@@ -236,6 +236,19 @@ def test_run_ends_cleanly_on_a_signal(backend, state, name, tmp_path):
         assert written and not [x for x in written if x.startswith("jit_gradient-")], written
 
 
+@NO_RAY
+def test_a_sweep_sent_to_ray_ends_cleanly_on_ctrl_c_while_ray_starts(tmp_path):
+    """`gemsim run --cluster ray` starting its own Ray instance (gemsim/_ray_local.py, as the
+    Ray backend does): a Ctrl-C while Ray's processes start ends the command once the start
+    has returned, with 130, no process of Ray left and no run folder."""
+    scenario = write_scenario(tmp_path, commits=[SHORT, LONG])
+    args = ["run", str(scenario), "--cluster", "ray", "--out", "out", "--quiet"]
+    with Cli(args, tmp_path) as cli:
+        ray_processes("raylet", False)(cli, 1)
+        cli.send(signal.SIGINT, group=True)
+        assert_ended_cleanly(cli, signal.SIGINT, RAY_SHUTDOWN_BOUND_S, 0)
+
+
 def test_an_ignored_sigint_stays_ignored_and_sigterm_still_ends_the_run(tmp_path):
     """A background job of a non-interactive shell starts with SIGINT ignored: its run must
     survive the terminal's Ctrl-C (workers included) and still stop on SIGTERM."""
