@@ -44,9 +44,10 @@ def running(ray, **init_kwargs) -> Iterator[None]:
 
 @contextmanager
 def keeping_sigterm_handler() -> Iterator[None]:
-    """Undo Ray's SIGTERM handler once the block returns; a SIGTERM that came during the block
-    is raised as the exception the handler in place before raises (gemsim's command line:
-    `Terminated`), or, without one, as KeyboardInterrupt."""
+    """Undo Ray's SIGTERM handler once the block returns. A SIGTERM that came during the block
+    (Ray's handler raised `SystemExit(15)`) is raised as the exception the handler in place
+    before raises (gemsim's command line: `Terminated`); without such a handler the
+    `SystemExit` goes on as it is."""
     if threading.current_thread() is not threading.main_thread():
         yield  # Ray sets no handler outside the main thread either
         return
