@@ -1,7 +1,8 @@
 """Shared fixtures, and one JAX compilation cache for the whole test session.
 
-Most of the suite's time is XLA compiling small programs, and many tests compile the same
-ones (the same problem and rule in several files; every worker process of a real backend
+XLA compiling small programs takes a third of the test processes' time (about 2,300
+compilations of 1,600 distinct programs in one run), and many tests compile the same ones
+(the same problem and rule in several files; every worker process of a real backend
 compiles the server's programs). The session points JAX's persistent compilation cache at a
 fresh temporary folder (through the environment, so worker processes, notebook kernels and
 `gemsim` subprocesses share it) and caches every program. A cache hit returns the executable
