@@ -200,8 +200,8 @@ def gem_info(cfg: GemConfig, step: GemStep, full: jax.Array | bool = True) -> Ge
     """The diagnostics of one step (see :class:`GemInfo`).
 
     ``update_norm`` is always computed (the engine detects divergence with it); the rest
-    is NaN unless ``full``. The full set costs one scatter-add over pi (the histograms of
-    every leaf; an exact bisection instead for at most 256 parameters) and three sums: on a
+    is NaN unless ``full``. The full set costs a histogram of each leaf's pi (a scatter-add
+    per leaf; an exact bisection instead for at most 256 parameters) and three sums: on a
     CPU a few percent of a batch-64 CNN gradient.
     """
     pis = jax.tree.leaves(step.pi)
@@ -269,8 +269,8 @@ def gem(
         ``start`` return the worker's ``s`` and is meant for pull-at-commit traces.
       diagnostics_every: compute ``info`` in full on every k-th commit (counted at the
         server, from the first) and only ``update_norm`` on the others (NaN elsewhere).
-        1, the default, gives everything on every commit: a histogram of pi (one
-        scatter-add) and three sums, a few percent of a batch-64 gradient of the paper's
+        1, the default, gives everything on every commit: histograms of pi (a
+        scatter-add per leaf) and three sums, a few percent of a batch-64 gradient of the paper's
         164k-parameter CNN on a CPU.
 
     Returns:

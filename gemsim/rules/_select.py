@@ -159,7 +159,7 @@ def binned_histograms(
     bins: int,
     masks: Sequence[jax.Array] | None = None,
 ) -> jax.Array:
-    """Per-leaf histograms of values in ``[0, high]``, counted in one scatter-add.
+    """Per-leaf histograms of values in ``[0, high]``, counted by one scatter-add per leaf.
 
     Args:
       leaves: float arrays of at most 32 bits (e.g. ``jax.tree.leaves(pi)``), at least
@@ -176,30 +176,35 @@ def binned_histograms(
     """
     _check_range(leaves, high, bins)
     masks = [None] * len(leaves) if masks is None else masks
-    # One more column per leaf for the masked-out entries, sliced off at the end: every
-    # index is in bounds, so the scatter needs no bounds handling (no extra pass).
-    width = bins + 4
+    # One more column for the masked-out entries, sliced off at the end: every index is in
+    # bounds, so the scatter needs no bounds handling (no extra pass). A scatter per leaf
+    # reads each leaf's codes where they were computed; one scatter over all leaves would
+    # first copy them into one array (GEM's commit on the CNN, timed alone, takes a fifth
+    # less time with a scatter per leaf).
     scale = jnp.float32(bins / high)
-    codes = []
-    for i, (leaf, mask) in enumerate(zip(leaves, masks, strict=True)):
+    rows = []
+    for leaf, mask in zip(leaves, masks, strict=True):
         v = leaf.astype(jnp.float32)
         inner = 1 + jnp.clip(jnp.floor(v * scale), 0, bins - 1).astype(jnp.int32)
         code = jnp.where(v <= 0, 0, jnp.where(v >= high, bins + 1, inner))
         code = jnp.where(jnp.isnan(v), bins + 2, code)
         if mask is not None:
             code = jnp.where(mask, code, bins + 3)
-        codes.append(jnp.ravel(code + i * width))
-    flat = jnp.concatenate(codes) if len(codes) > 1 else codes[0]
-    counts = lax.scatter_add(
-        jnp.zeros(len(leaves) * width, jnp.int32),
-        flat[:, None],
-        jnp.ones(flat.shape, jnp.int32),
-        lax.ScatterDimensionNumbers(
-            update_window_dims=(), inserted_window_dims=(0,), scatter_dims_to_operand_dims=(0,)
-        ),
-        mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS,
-    )
-    return counts.reshape(len(leaves), width)[:, :-1]
+        flat = jnp.ravel(code)
+        rows.append(
+            lax.scatter_add(
+                jnp.zeros(bins + 4, jnp.int32),
+                flat[:, None],
+                jnp.ones(flat.shape, jnp.int32),
+                lax.ScatterDimensionNumbers(
+                    update_window_dims=(),
+                    inserted_window_dims=(0,),
+                    scatter_dims_to_operand_dims=(0,),
+                ),
+                mode=lax.GatherScatterMode.PROMISE_IN_BOUNDS,
+            )
+        )
+    return jnp.stack(rows)[:, :-1]
 
 
 def histogram_medians(histograms: jax.Array, high: float) -> jax.Array:
@@ -327,7 +332,7 @@ def binned_tree_medians(
 ) -> tuple[jax.Array, jax.Array]:
     """Medians of all (unmasked) values together and of each leaf, within half a bin.
 
-    One scatter-add over the data (:func:`binned_histograms`); the overall histogram is
+    A scatter-add over each leaf (:func:`binned_histograms`); the overall histogram is
     the sum of the leaves'. Each result is within ``high * (1 / (2 * bins) + 2**-20)`` of
     ``np.median`` of the leaf's (or all leaves') unmasked values clipped to ``[0, high]``,
     NaN where one of them is NaN or where none is left (see :func:`histogram_medians`).
