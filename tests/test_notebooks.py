@@ -24,6 +24,7 @@ import pytest
 
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
+Config = pytest.importorskip("traitlets.config").Config  # installed with nbclient
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / "notebooks"
@@ -31,6 +32,9 @@ ALL = sorted(path.name for path in NOTEBOOKS.glob("*.ipynb"))
 # The longest cell (02's first figure, four runs) takes about a minute here with another
 # kernel beside it; this allows a machine 3x slower and loaded, with margin.
 CELL_TIMEOUT_S = 300
+# A kernel answers its first request 2-5 s after launch here; nbclient's default of 60 s
+# was once exceeded on a loaded CI machine, so the start gets the cells' margin too.
+STARTUP_TIMEOUT_S = 300
 # The simulated notebooks, the longest first.
 POOLED = [
     "02_paper_figures.ipynb", "01_quickstart.ipynb", "05_bring_your_own.ipynb",
@@ -44,11 +48,16 @@ def _execute(name: str, root: Path):
     work.mkdir()
     (root / "scenarios").symlink_to(REPO / "scenarios", target_is_directory=True)
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    # Unix sockets in the notebook's own folder: over TCP, kernels started by several test
+    # processes at once can be handed the same free port between choosing and binding it.
+    sockets = Config({"KernelManager": {"transport": "ipc", "ip": str(root / "kernel")}})
     client = nbclient.NotebookClient(
         notebook,
         timeout=CELL_TIMEOUT_S,
+        startup_timeout=STARTUP_TIMEOUT_S,
         kernel_name="python3",
         resources={"metadata": {"path": str(work)}},
+        config=sockets,
     )
     # The kernel gets its own environment: the notebooks run in threads of this process.
     client.execute(env={**os.environ, "GEMSIM_NOTEBOOK_QUICK": "1"})
