@@ -37,6 +37,18 @@ class RowLayout:
     def ravel(self, snapshot: PyTree, ws: PyTree) -> jax.Array:
         return ravel_pytree((snapshot, ws))[0]
 
+    def write(self, slots: jax.Array, index: jax.Array, snapshot: PyTree, ws: PyTree):
+        """`slots` with row `index` set to `ravel(snapshot, ws)`, written leaf by leaf into
+        its place: each leaf goes straight into the buffer, where writing the raveled row
+        would first build it whole (a copy of K floats on every commit)."""
+        offset = 0
+        for leaf in jax.tree.leaves((snapshot, ws)):
+            flat = jnp.ravel(leaf).astype(slots.dtype)
+            slots = jax.lax.dynamic_update_slice(slots, flat[None], (index, offset))
+            offset += flat.size
+        assert offset == self.row_size, (offset, self.row_size)
+        return slots
+
 
 def initial_slots(layout: RowLayout, params: PyTree, workers: PyTree, n_workers: int) -> jax.Array:
     """Every worker's row at the start (the initial parameters and its initial rule state),

@@ -115,7 +115,8 @@ class ManyRunsExecutor:
                 stacked, run_state, rows, inp, hyper
             )
 
-            slots = carry.slots.at[runs, done.row_index].set(done.row, unique_indices=True)
+            new_rows = jax.vmap(layout.ravel)(done.theta, done.ws)
+            slots = carry.slots.at[runs, done.row_index].set(new_rows, unique_indices=True)
             next_rows = slots[runs, next_workers[i]]
             carry = Carry(done.theta, done.server, slots, done.diverged, done.diverged_at)
             return carry, next_rows, out

@@ -100,7 +100,7 @@ class Committed(NamedTuple):
 
     theta: PyTree
     server: PyTree
-    row: jax.Array  # float32[K]: the committer's new row (theta as its snapshot, its state)
+    ws: PyTree  # the committer's new rule state (its new row: theta as its snapshot, ws)
     row_index: jax.Array  # int32[]: where the row goes (the spare row for padding)
     diverged: jax.Array
     diverged_at: jax.Array
@@ -126,7 +126,7 @@ def commit_math(
     committed = Committed(
         theta=theta,
         server=server,
-        row=layout.ravel(theta, ws),
+        ws=ws,
         row_index=row_index,
         diverged=carry.diverged | ~finite,
         diverged_at=jnp.where(newly, inp.commit, carry.diverged_at),
@@ -151,7 +151,7 @@ def commit_phase(
     """
     spare = carry.slots.shape[0] - 1
     done, out = commit_math(rule, layout, carry, inp, work, spare, padded=padded)
-    slots = jax.lax.dynamic_update_index_in_dim(carry.slots, done.row, done.row_index, 0)
+    slots = layout.write(carry.slots, done.row_index, done.theta, done.ws)
     carry = Carry(done.theta, done.server, slots, done.diverged, done.diverged_at)
     return carry, out
 
