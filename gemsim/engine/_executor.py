@@ -51,6 +51,7 @@ class Executor(abc.ABC):
             ),
             donate_argnums=0,
         )
+        self._initial = jax.jit(self._initial_fn)
 
     @abc.abstractmethod
     def _run_segment(
@@ -67,7 +68,11 @@ class Executor(abc.ABC):
 
     def initial_carry(self, params: PyTree | None = None) -> Carry:
         """A fresh carry (copies: the executors donate, and so delete, the carry they get)."""
-        params = self.params0 if params is None else params
+        return self._initial(self.params0 if params is None else params)
+
+    def _initial_fn(self, params: PyTree) -> Carry:
+        # Compiled whole: the rule's per-worker state then goes straight into the slots
+        # instead of being built apart first ([n, P] arrays per state leaf, fresh memory).
         state = self.rule.init(params, self.n_workers)
         return Carry(
             theta=jax.tree.map(jnp.copy, params),
