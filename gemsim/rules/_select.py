@@ -5,10 +5,10 @@ GEM commit (~0.2 ms), so medians are found without sorting.
 
 :func:`binned_tree_medians` (what GEM's diagnostics use) counts values of a known
 range ``[0, high]`` into ``bins`` equal bins plus exact bins for the two ends
-(and one for NaN), a scatter-add per leaf: one pass over the data. The medians are then read from the per-leaf histograms and
-their sum. The result is within half a bin of the exact median, and exact
-wherever both middle values sit at an end of the range (see
-:func:`histogram_medians` for the bound).
+(and one for NaN), a scatter-add per leaf: one pass over the data. The medians
+are then read from the per-leaf histograms and their sum. The result is within
+half a bin of the exact median, and exact wherever both middle values sit at an
+end of the range (see :func:`histogram_medians` for the bound).
 
 :func:`tree_medians` is exact, identical to ``np.median``: a bisection over the
 order-preserving int32 image of the floats. Each of its 32 rounds is one fused
