@@ -106,7 +106,7 @@ class ManyRunsExecutor:
             work = gradient_phase(
                 rule, layout, problem, row, inp.worker, inp.first_step, token=inp.commit
             )
-            return commit_math(rule, layout, state, inp, work, spare, padded=padded)
+            return commit_math(rule, state, inp, work, spare, padded=padded)
 
         def step(carry: Carry, rows, i):
             inp = jax.tree.map(lambda x: x[i], inputs)

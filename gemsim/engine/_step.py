@@ -107,11 +107,11 @@ class Committed(NamedTuple):
 
 
 def commit_math(
-    rule, layout: RowLayout, carry, inp: StepInput, work: LocalWork, spare, *, padded=False
+    rule, carry, inp: StepInput, work: LocalWork, spare, *, padded=False
 ) -> tuple[Committed, StepOutput]:
-    """The atomic commit at the PS: the rule's commit, the committer's new row and the
-    divergence flags (`carry` needs theta, server, diverged and diverged_at; `spare` is the
-    index of the spare row, where padding writes)."""
+    """The atomic commit at the PS: the rule's commit, the committer's new rule state, where
+    its row goes, and the divergence flags (`carry` needs theta, server, diverged and
+    diverged_at; `spare` is the index of the spare row, where padding writes)."""
     ctx = CommitContext(staleness=inp.staleness, commit=inp.commit, round_end=inp.round_end)
     theta, server, ws, info = rule.commit(
         carry.theta, carry.server, work.ws, Work(work.x0, work.x, work.acc), ctx
@@ -150,7 +150,7 @@ def commit_phase(
     must leave theta and the server state unchanged.
     """
     spare = carry.slots.shape[0] - 1
-    done, out = commit_math(rule, layout, carry, inp, work, spare, padded=padded)
+    done, out = commit_math(rule, carry, inp, work, spare, padded=padded)
     slots = layout.write(carry.slots, done.row_index, done.theta, done.ws)
     carry = Carry(done.theta, done.server, slots, done.diverged, done.diverged_at)
     return carry, out
