@@ -187,17 +187,22 @@ class ExecutorCache:
         )
         if key in self._items:
             self._items.move_to_end(key)
-            return self._items[key]
-        executor = cls(
-            rule,
-            problem,
-            params=problem.init_params,
-            n_workers=n_workers,
-            chunk=scenario.engine.chunk,
-        )
-        self._items[key] = executor
-        if len(self._items) > self._size:
-            self._items.popitem(last=False)
+        else:
+            self._items[key] = cls(
+                rule,
+                problem,
+                params=problem.init_params,
+                n_workers=n_workers,
+                chunk=scenario.engine.chunk,
+            )
+            if len(self._items) > self._size:
+                self._items.popitem(last=False)
+        executor = self._items[key]
+        # Only the executor in use keeps its last run's slots for the next run: a run's
+        # largest buffer (`Executor.initial_carry`), not worth holding for the others.
+        for other in self._items.values():
+            if other is not executor:
+                other.release()
         return executor
 
 

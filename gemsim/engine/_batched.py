@@ -46,7 +46,7 @@ class BatchedExecutor(Executor):
     def _wave_fn(self, problem, carry: Carry, inp: StepInput):
         rule, layout = self.rule, self.layout
         rows = carry.slots[jnp.where(inp.active, inp.worker, self.n_workers)]
-        work = jax.vmap(lambda r, w, s: gradient_phase(rule, layout, problem, r, w, s))(
+        work = jax.vmap(lambda r, w, s: gradient_phase(rule, problem, layout.unravel(r), w, s))(
             rows, inp.worker, inp.first_step
         )
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from gemsim.types import PyTree, Status
 
-from ._layout import RowLayout, initial_slots, pull_rows
+from ._layout import RowLayout, initial_slots, pull_rows, refill_slots
 from ._metrics import MetricsRecorder
 from ._plan import ExecutionPlan
 from ._step import Carry, StepInput, step_inputs
@@ -52,6 +52,9 @@ class Executor(abc.ABC):
             donate_argnums=0,
         )
         self._initial = jax.jit(self._initial_fn)
+        # The next run's rows are written into the last run's slots (`initial_carry`).
+        self._initial_into = jax.jit(self._initial_fn, donate_argnums=1)
+        self._spare: jax.Array | None = None
 
     @abc.abstractmethod
     def _run_segment(
@@ -67,17 +70,41 @@ class Executor(abc.ABC):
         """Apply commits [start, stop) in order; record their StepOutputs in commit order."""
 
     def initial_carry(self, params: PyTree | None = None) -> Carry:
-        """A fresh carry (copies: the executors donate, and so delete, the carry they get)."""
-        return self._initial(self.params0 if params is None else params)
+        """A fresh carry (copies: the executors donate, and so delete, the carry they get).
 
-    def _initial_fn(self, params: PyTree) -> Carry:
+        Its slots are written into the buffer of the last execution's final slots when the
+        executor kept one (`release` drops it): the buffer is a run's largest array (at
+        n = 100 and the paper's CNN, 198 MB), and fresh memory costs a page fault per 4 KiB
+        at its first write, which was most of an execution's fixed cost (docs/design.md §9).
+        Runs of a sweep that share a compiled executor (`app`) reuse it one after another.
+        """
+        params = self.params0 if params is None else params
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return self._initial(params)
+        return self._initial_into(params, spare)
+
+    def release(self) -> None:
+        """Drops the slots buffer kept for the next execution (memory back to the device)."""
+        self._spare = None
+
+    def _keep(self, carry: Carry) -> None:
+        """Keeps a finished carry's slots for the next `initial_carry` (nothing reads them
+        once its run's results are taken out)."""
+        self._spare = carry.slots
+
+    def _initial_fn(self, params: PyTree, spare: jax.Array | None = None) -> Carry:
         # Compiled whole: the rule's per-worker state then goes straight into the slots
         # instead of being built apart first ([n, P] arrays per state leaf, fresh memory).
         state = self.rule.init(params, self.n_workers)
+        if spare is None:
+            slots = initial_slots(self.layout, params, state.workers, self.n_workers)
+        else:
+            slots = refill_slots(spare, params, state.workers, self.n_workers)
         return Carry(
             theta=jax.tree.map(jnp.copy, params),
             server=jax.tree.map(jnp.copy, state.server),
-            slots=initial_slots(self.layout, params, state.workers, self.n_workers),
+            slots=slots,
             diverged=jnp.zeros((), bool),
             diverged_at=jnp.full((), -1, jnp.int32),
         )
@@ -107,8 +134,11 @@ class Executor(abc.ABC):
         carry, recorder = self._run(problem, params, plan, progress)
         diverged_at = int(carry.diverged_at)
         if diverged_at >= 0:
+            self._keep(carry)
             carry = self._last_finite(problem, params, plan, diverged_at)
-        return engine_result(problem, carry, recorder, diverged_at, final_eval)
+        result = engine_result(problem, carry, recorder, diverged_at, final_eval)
+        self._keep(carry)
+        return result
 
     def _run(self, problem, params, plan: ExecutionPlan, progress: Progress | None):
         carry, recorder = self.initial_carry(params), MetricsRecorder()
@@ -130,6 +160,7 @@ class Executor(abc.ABC):
             theta_ok = all(np.all(np.isfinite(x)) for x in jax.tree.leaves(carry.theta))
             if stop == 0 or (not bool(carry.diverged) and theta_ok):
                 return carry
+            self._keep(carry)
             stop = int(carry.diverged_at) if bool(carry.diverged) else stop - 1
 
     def _host_actions(self, problem, carry: Carry, plan: ExecutionPlan, k: int, recorder) -> Carry:

@@ -37,6 +37,19 @@ class RowLayout:
     def ravel(self, snapshot: PyTree, ws: PyTree) -> jax.Array:
         return ravel_pytree((snapshot, ws))[0]
 
+    def read(self, slots: jax.Array, index: jax.Array) -> tuple[PyTree, PyTree]:
+        """Row `index` of `slots` as (snapshot, ws), each leaf read straight from the
+        buffer: unraveling a row read whole would copy the leaves out of it a second time."""
+        row = jax.ShapeDtypeStruct((self.row_size,), slots.dtype)
+        leaves, treedef = jax.tree.flatten(jax.eval_shape(self.unravel, row))
+        parts, offset = [], 0
+        for leaf in leaves:
+            flat = jax.lax.dynamic_slice(slots, (index, offset), (1, leaf.size))
+            parts.append(jnp.reshape(flat, leaf.shape).astype(leaf.dtype))
+            offset += leaf.size
+        assert offset == self.row_size, (offset, self.row_size)
+        return jax.tree.unflatten(treedef, parts)
+
     def write(self, slots: jax.Array, index: jax.Array, snapshot: PyTree, ws: PyTree):
         """`slots` with row `index` set to `ravel(snapshot, ws)`, written leaf by leaf into
         its place: each leaf goes straight into the buffer, where writing the raveled row
@@ -68,6 +81,19 @@ def _initial_slots(layout, params, workers, n_workers):
         lambda p: with_spare(jnp.broadcast_to(p, (n_workers, *jnp.shape(p)))), params
     )
     return jax.vmap(layout.ravel)(snapshots, jax.tree.map(with_spare, workers))
+
+
+def refill_slots(slots: jax.Array, params: PyTree, workers: PyTree, n_workers: int) -> jax.Array:
+    """`slots` overwritten with what `initial_slots` builds, leaf by leaf in place (XLA reuses
+    a donated buffer for an output computed from it): no fresh memory to fault in."""
+    snapshots = jax.tree.map(lambda p: jnp.broadcast_to(p, (n_workers, *jnp.shape(p))), params)
+    offset = 0
+    for leaf in jax.tree.leaves((snapshots, workers)):
+        flat = jnp.reshape(leaf, (n_workers, -1)).astype(slots.dtype)
+        slots = jax.lax.dynamic_update_slice(slots, flat, (0, offset))
+        offset += flat.shape[1]
+    assert offset == slots.shape[1], (offset, slots.shape)
+    return slots.at[n_workers].set(0)
 
 
 def pull_rows(

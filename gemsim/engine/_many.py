@@ -103,8 +103,9 @@ class ManyRunsExecutor:
 
         def one(stacked, state: _RunState, row, inp: StepInput, hyper):
             problem, rule = self._problem(shared, stacked, mask), self.rule_of(hyper)
+            pulled = layout.unravel(row)
             work = gradient_phase(
-                rule, layout, problem, row, inp.worker, inp.first_step, token=inp.commit
+                rule, problem, pulled, inp.worker, inp.first_step, token=inp.commit
             )
             return commit_math(rule, state, inp, work, spare, padded=padded)
 

@@ -50,16 +50,15 @@ class LocalWork(NamedTuple):
     loss: jax.Array
 
 
-def gradient_phase(
-    rule, layout: RowLayout, problem, row, worker, first_step, token=None
-) -> LocalWork:
-    """The worker's local work from its row: `window` gradients and local steps.
+def gradient_phase(rule, problem, pulled, worker, first_step, token=None) -> LocalWork:
+    """The worker's local work from its row, `pulled = (snapshot, ws)`: `window` gradients
+    and local steps.
 
     `token` (default `first_step`): the run-time scalar that stores the work before the
     commit reads it (`_materialize`); it must not be batched where the phase is vmapped
     over runs, or the boundary becomes a select that XLA fuses through.
     """
-    snapshot, ws = layout.unravel(row)
+    snapshot, ws = pulled
     x0 = rule.start(snapshot, ws)
     grad_fn = jax.value_and_grad(problem.loss)
 
@@ -164,8 +163,8 @@ def make_step(rule, layout: RowLayout):
     """
 
     def step(problem, carry: Carry, inp: StepInput):
-        row = jax.lax.dynamic_index_in_dim(carry.slots, inp.worker, keepdims=False)
-        work = gradient_phase(rule, layout, problem, row, inp.worker, inp.first_step)
+        pulled = layout.read(carry.slots, inp.worker)
+        work = gradient_phase(rule, problem, pulled, inp.worker, inp.first_step)
         return commit_phase(rule, layout, carry, inp, work)
 
     return step
@@ -191,15 +190,14 @@ def make_chunk(rule, layout: RowLayout, *, padded: bool = False):
     def chunk(problem, carry: Carry, piece, n_steps):
         inputs, next_workers = piece
 
-        def step(carry: Carry, row, i):
+        def step(carry: Carry, pulled, i):
             inp = jax.tree.map(lambda x: x[i], inputs)
-            work = gradient_phase(rule, layout, problem, row, inp.worker, inp.first_step)
+            work = gradient_phase(rule, problem, pulled, inp.worker, inp.first_step)
             carry, out = commit_phase(rule, layout, carry, inp, work, padded=padded)
-            next_row = jax.lax.dynamic_index_in_dim(carry.slots, next_workers[i], keepdims=False)
-            return carry, next_row, out
+            return carry, layout.read(carry.slots, next_workers[i]), out
 
-        row = jax.lax.dynamic_index_in_dim(carry.slots, inputs.worker[0], keepdims=False)
-        return loop_steps(step, carry, row, inputs.commit.shape[0], n_steps)
+        pulled = layout.read(carry.slots, inputs.worker[0])
+        return loop_steps(step, carry, pulled, inputs.commit.shape[0], n_steps)
 
     return chunk
 

@@ -42,11 +42,13 @@ class Compiled:
         layout = RowLayout.of(params, ws_row)
         row = jnp.zeros((layout.row_size,), jnp.float32)
         zero = jnp.zeros((), jnp.int32)
-        work = jax.eval_shape(lambda: gradient_phase(rule, layout, problem, row, zero, zero))
+        pulled = layout.unravel(row)
+        work = jax.eval_shape(lambda: gradient_phase(rule, problem, pulled, zero, zero))
         flat, unravel = ravel_pytree(jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), work))
 
         def gradient(problem, row, worker, first_step):
-            return ravel_pytree(gradient_phase(rule, layout, problem, row, worker, first_step))[0]
+            pulled = layout.unravel(row)
+            return ravel_pytree(gradient_phase(rule, problem, pulled, worker, first_step))[0]
 
         def commit(carry, inp, flat_work):
             carry, out = commit_phase(rule, layout, carry, inp, unravel(flat_work))

@@ -40,6 +40,8 @@ _F32_EXACT = 2**24
 _SORT_AT_MOST = 512
 # Histogram bins per block when looking up a rank.
 _BLOCK = 32
+# Interleaved copies of a histogram while counting (binned_histograms).
+_LANES = 4
 
 
 def order_key(x: jax.Array) -> jax.Array:
@@ -180,17 +182,23 @@ def binned_histograms(
     # reads each leaf's codes where they were computed; one scatter over all leaves would
     # first copy them into one array (GEM's commit on the CNN, timed alone, takes a fifth
     # less time with a scatter per leaf).
+    # Consecutive entries count into _LANES interleaved copies of the histogram, summed at
+    # the end: most entries share a bin (pi clipped at 0 or pi_max), and a scatter-add into
+    # one bin waits for its previous store (a third faster on the CNN's largest leaf).
     scale = jnp.float32(bins / high)
+    width = bins + 4
     rows = []
     for leaf, mask in zip(leaves, masks, strict=True):
-        v = leaf.astype(jnp.float32)
+        v = jnp.ravel(leaf).astype(jnp.float32)
         inner = 1 + jnp.clip(jnp.floor(v * scale), 0, bins - 1).astype(jnp.int32)
         code = jnp.where(v <= 0, 0, jnp.where(v >= high, bins + 1, inner))
         code = jnp.where(jnp.isnan(v), bins + 2, code)
         if mask is not None:
-            code = jnp.where(mask, code, bins + 3)
-        counts = jnp.zeros(bins + 4, jnp.int32)
-        rows.append(counts.at[jnp.ravel(code)].add(1, mode="promise_in_bounds"))
+            code = jnp.where(jnp.ravel(mask), code, bins + 3)
+        lane = jnp.arange(v.size, dtype=jnp.int32) % _LANES
+        counts = jnp.zeros(_LANES * width, jnp.int32)
+        counts = counts.at[code + lane * width].add(1, mode="promise_in_bounds")
+        rows.append(counts.reshape(_LANES, width).sum(0))
     return jnp.stack(rows)[:, :-1]
 
 

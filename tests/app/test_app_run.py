@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 import gemsim
 from gemsim.app._signals import Terminated, exit_code, interruptible
+from gemsim.app._stages import EXECUTORS
 from gemsim.cli import app
 from gemsim.results import load_results, load_summary, read_run
 
@@ -76,6 +77,21 @@ def test_executor_choice_gives_the_same_run(tmp_path):
     a, b = runs["sequential"].params["theta"], runs["batched"].params["theta"]
     np.testing.assert_allclose(a, b, atol=1e-5 * (1 + np.abs(a).max()), rtol=0)
     assert runs["sequential"].manifest["trace_sha256"] == runs["batched"].manifest["trace_sha256"]
+
+
+def test_only_the_executor_in_use_keeps_its_last_runs_slots(tmp_path):
+    """Runs of a process share compiled executors (`ExecutorCache`); the one a run used keeps
+    its slots for the next run of its kind, and lets them go once another one is used."""
+    scenario = gemsim.load_scenario(write(tmp_path, QUADRATIC))
+    other = scenario.model_copy(
+        update={"workers": scenario.workers.model_copy(update={"count": 3})}
+    )
+    gemsim.run(scenario)
+    keeping = [e for e in EXECUTORS._items.values() if e._spare is not None]
+    assert [e.n_workers for e in keeping] == [4]
+    gemsim.run(other)
+    assert keeping[0]._spare is None
+    assert [e.n_workers for e in EXECUTORS._items.values() if e._spare is not None] == [3]
 
 
 def test_divergence_is_a_result_and_the_sweep_goes_on(tmp_path):
