@@ -54,13 +54,7 @@ class RowLayout:
         """`slots` with row `index` set to `ravel(snapshot, ws)`, written leaf by leaf into
         its place: each leaf goes straight into the buffer, where writing the raveled row
         would first build it whole (a copy of K floats on every commit)."""
-        offset = 0
-        for leaf in jax.tree.leaves((snapshot, ws)):
-            flat = jnp.ravel(leaf).astype(slots.dtype)
-            slots = jax.lax.dynamic_update_slice(slots, flat[None], (index, offset))
-            offset += flat.size
-        assert offset == self.row_size, (offset, self.row_size)
-        return slots
+        return _write_rows(slots, index, jax.tree.leaves((snapshot, ws)), 1)
 
 
 def initial_slots(layout: RowLayout, params: PyTree, workers: PyTree, n_workers: int) -> jax.Array:
@@ -87,13 +81,20 @@ def refill_slots(slots: jax.Array, params: PyTree, workers: PyTree, n_workers: i
     """`slots` overwritten with what `initial_slots` builds, leaf by leaf in place (XLA reuses
     a donated buffer for an output computed from it): no fresh memory to fault in."""
     snapshots = jax.tree.map(lambda p: jnp.broadcast_to(p, (n_workers, *jnp.shape(p))), params)
+    slots = _write_rows(slots, 0, jax.tree.leaves((snapshots, workers)), n_workers)
+    return slots.at[n_workers].set(0)
+
+
+def _write_rows(slots: jax.Array, first, leaves, n_rows: int) -> jax.Array:
+    """`slots` with rows `first .. first + n_rows - 1` set to `leaves` side by side, each leaf
+    (`n_rows` leading entries) raveled per row and written straight into its place."""
     offset = 0
-    for leaf in jax.tree.leaves((snapshots, workers)):
-        flat = jnp.reshape(leaf, (n_workers, -1)).astype(slots.dtype)
-        slots = jax.lax.dynamic_update_slice(slots, flat, (0, offset))
+    for leaf in leaves:
+        flat = jnp.reshape(leaf, (n_rows, -1)).astype(slots.dtype)
+        slots = jax.lax.dynamic_update_slice(slots, flat, (first, offset))
         offset += flat.shape[1]
     assert offset == slots.shape[1], (offset, slots.shape)
-    return slots.at[n_workers].set(0)
+    return slots
 
 
 def pull_rows(
