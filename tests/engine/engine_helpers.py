@@ -1,5 +1,6 @@
 """Small builders shared by the engine tests (traces, problems, executors)."""
 
+import jax
 import numpy as np
 
 from gemsim import engine, problems, timing
@@ -59,3 +60,29 @@ def execute(rule, problem, trace, *, chunk=64, eval_every=None):
 
 def curvature(problem):
     return np.asarray(problems.quadratic_curvature(problem.model), dtype=np.float32)
+
+
+def assert_same(a, b, metrics_rtol=0.0):
+    """Two EngineResults of one run are equal, every bit (NaN where NaN); the per-commit
+    metrics and evaluations (sums) within `metrics_rtol` where given."""
+    assert a.status == b.status and a.n_commits == b.n_commits
+    assert a.diverged_at == b.diverged_at
+    for x, y in zip(leaves(a.params), leaves(b.params), strict=True):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(leaves(a.server_state), leaves(b.server_state), strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert a.metrics.keys() == b.metrics.keys()
+    for k in a.metrics:
+        if metrics_rtol:
+            np.testing.assert_allclose(a.metrics[k], b.metrics[k], rtol=metrics_rtol, err_msg=k)
+        else:
+            np.testing.assert_array_equal(a.metrics[k], b.metrics[k], err_msg=k)
+    assert a.evals.keys() == b.evals.keys()
+    pairs = [(a.evals[k], b.evals[k]) for k in a.evals] + [(a.final, b.final)]
+    for x, y in pairs:
+        assert x.keys() == y.keys()
+        np.testing.assert_allclose(list(x.values()), list(y.values()), rtol=metrics_rtol, atol=0)
+
+
+def leaves(tree):
+    return [np.asarray(x) for x in jax.tree.leaves(tree)]

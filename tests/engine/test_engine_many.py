@@ -7,6 +7,7 @@ and the batch size only, never of the other runs in the batch.
 
 import numpy as np
 import pytest
+from engine_helpers import assert_same, leaves
 
 from gemsim import config, engine, rules, timing
 from gemsim.app._stages import build_problem
@@ -56,34 +57,6 @@ def alone(s, run):
         config.build_rule(s), run.problem, params=run.params, n_workers=run.plan.n_workers
     )
     return ex.execute(run.plan, problem=run.problem, params=run.params)
-
-
-def assert_same(a, b, metrics_rtol=0.0):
-    """Two EngineResults of one run are equal, every bit (NaN where NaN); the per-commit
-    metrics and evaluations (sums) within `metrics_rtol` where given."""
-    assert a.status == b.status and a.n_commits == b.n_commits
-    assert a.diverged_at == b.diverged_at
-    for x, y in zip(_leaves(a.params), _leaves(b.params), strict=True):
-        np.testing.assert_array_equal(x, y)
-    for x, y in zip(_leaves(a.server_state), _leaves(b.server_state), strict=True):
-        np.testing.assert_array_equal(x, y)
-    assert a.metrics.keys() == b.metrics.keys()
-    for k in a.metrics:
-        if metrics_rtol:
-            np.testing.assert_allclose(a.metrics[k], b.metrics[k], rtol=metrics_rtol, err_msg=k)
-        else:
-            np.testing.assert_array_equal(a.metrics[k], b.metrics[k], err_msg=k)
-    assert a.evals.keys() == b.evals.keys()
-    pairs = [(a.evals[k], b.evals[k]) for k in a.evals] + [(a.final, b.final)]
-    for x, y in pairs:
-        assert x.keys() == y.keys()
-        np.testing.assert_allclose(list(x.values()), list(y.values()), rtol=metrics_rtol, atol=0)
-
-
-def _leaves(tree):
-    import jax
-
-    return [np.asarray(x) for x in jax.tree.leaves(tree)]
 
 
 OPTIMIZERS = {
@@ -190,7 +163,7 @@ def test_where_vmapped_arithmetic_differs_it_is_within_1e6_relative(logistic_run
     scenarios, runs, _, results = logistic_runs
     for s, run, got in zip(scenarios[:4], runs[:4], results[:4], strict=True):
         ref = alone(s, run)
-        for x, y in zip(_leaves(ref.params), _leaves(got.params), strict=True):
+        for x, y in zip(leaves(ref.params), leaves(got.params), strict=True):
             assert np.max(np.abs(x - y)) <= 1e-6 * np.max(np.abs(x))
 
 

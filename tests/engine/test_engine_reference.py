@@ -14,7 +14,7 @@ condition 20). At lr 0.001, condition 10, they agree to 2e-7 over 500 commits.
 import jax
 import numpy as np
 import pytest
-from engine_helpers import cluster, curvature, execute, quadratic
+from engine_helpers import assert_same, cluster, curvature, execute, quadratic
 
 from gemsim import engine, rules, timing
 
@@ -149,15 +149,6 @@ def _executor(kind, rule, problem, n):
     return cls(rule, problem, params=problem.init_params, n_workers=n, chunk=16)
 
 
-def _assert_same_result(a, b):
-    assert (a.status, a.n_commits, a.diverged_at) == (b.status, b.n_commits, b.diverged_at)
-    for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params), strict=True):
-        np.testing.assert_array_equal(x, y)
-    assert a.metrics.keys() == b.metrics.keys()
-    for name in a.metrics:
-        np.testing.assert_array_equal(a.metrics[name], b.metrics[name])
-
-
 @pytest.mark.parametrize("kind", ["sequential", "batched"])
 def test_a_run_written_over_the_last_runs_slots_gives_a_fresh_executors_result(kind):
     """An executor writes a run's initial rows into the slots its last run left (host fills,
@@ -175,13 +166,13 @@ def test_a_run_written_over_the_last_runs_slots_gives_a_fresh_executors_result(k
     fresh = _executor(kind, rules.gem(lr=0.001), problem, trace.n_workers)
     np.testing.assert_array_equal(carry.slots, fresh.initial_carry(other).slots)
     used._keep(carry)
-    _assert_same_result(used.execute(plan, params=other), fresh.execute(plan, params=other))
+    assert_same(used.execute(plan, params=other), fresh.execute(plan, params=other))
 
     diverging = _executor(kind, rules.downpour(lr=0.5), quadratic(condition=10.0), 5)
     first = diverging.execute(plan)
     assert first.status.value == "diverged"
-    _assert_same_result(diverging.execute(plan), first)
-    _assert_same_result(
+    assert_same(diverging.execute(plan), first)
+    assert_same(
         diverging.execute(plan.truncated(first.diverged_at)),
         _executor(kind, rules.downpour(lr=0.5), quadratic(condition=10.0), 5).execute(
             plan.truncated(first.diverged_at)
