@@ -14,7 +14,7 @@ import numpy as np
 
 from gemsim.types import PyTree, Status
 
-from ._layout import RowLayout, initial_slots, pull_rows, refill_slots
+from ._layout import RowLayout, pull_rows, refill_slots
 from ._metrics import MetricsRecorder
 from ._plan import ExecutionPlan
 from ._step import Carry, StepInput, step_inputs
@@ -51,9 +51,8 @@ class Executor(abc.ABC):
             ),
             donate_argnums=0,
         )
-        self._initial = jax.jit(self._initial_fn)
-        # The next run's rows are written into the last run's slots (`initial_carry`).
-        self._initial_into = jax.jit(self._initial_fn, donate_argnums=1)
+        # Every run's rows are written into a buffer it is given (`initial_carry`).
+        self._initial = jax.jit(self._initial_fn, donate_argnums=1)
         self._spare: jax.Array | None = None
 
     @abc.abstractmethod
@@ -77,12 +76,14 @@ class Executor(abc.ABC):
         n = 100 and the paper's CNN, 198 MB), and fresh memory costs a page fault per 4 KiB
         at its first write, which was most of an execution's fixed cost (docs/design.md §9).
         Runs of a sweep that share a compiled executor (`app`) reuse it one after another.
+        A first run writes into a zeroed buffer through the same compiled program, so that
+        its second run compiles nothing more (a second program cost 0.2 s there).
         """
         params = self.params0 if params is None else params
         spare, self._spare = self._spare, None
         if spare is None:
-            return self._initial(params)
-        return self._initial_into(params, spare)
+            spare = jnp.zeros((self.n_workers + 1, self.layout.row_size), self.layout.dtype)
+        return self._initial(params, spare)
 
     def release(self) -> None:
         """Drops the slots buffer kept for the next execution (memory back to the device)."""
@@ -93,14 +94,11 @@ class Executor(abc.ABC):
         once its run's results are taken out)."""
         self._spare = carry.slots
 
-    def _initial_fn(self, params: PyTree, spare: jax.Array | None = None) -> Carry:
+    def _initial_fn(self, params: PyTree, spare: jax.Array) -> Carry:
         # Compiled whole: the rule's per-worker state then goes straight into the slots
         # instead of being built apart first ([n, P] arrays per state leaf, fresh memory).
         state = self.rule.init(params, self.n_workers)
-        if spare is None:
-            slots = initial_slots(self.layout, params, state.workers, self.n_workers)
-        else:
-            slots = refill_slots(spare, params, state.workers, self.n_workers)
+        slots = refill_slots(spare, params, state.workers, self.n_workers)
         return Carry(
             theta=jax.tree.map(jnp.copy, params),
             server=jax.tree.map(jnp.copy, state.server),

@@ -27,12 +27,13 @@ class RowLayout:
     unravel: Callable[[jax.Array], tuple[PyTree, PyTree]]
     snapshot_size: int
     row_size: int
+    dtype: jnp.dtype  # of the row (the leaves' common dtype)
 
     @staticmethod
     def of(params: PyTree, worker_state_row: PyTree) -> RowLayout:
         flat, unravel = ravel_pytree((params, worker_state_row))
         snapshot_size = ravel_pytree(params)[0].size
-        return RowLayout(unravel=unravel, snapshot_size=snapshot_size, row_size=flat.size)
+        return RowLayout(unravel, snapshot_size, flat.size, flat.dtype)
 
     def ravel(self, snapshot: PyTree, ws: PyTree) -> jax.Array:
         return ravel_pytree((snapshot, ws))[0]

@@ -14,9 +14,11 @@ condition 20). At lr 0.001, condition 10, they agree to 2e-7 over 500 commits.
 import jax
 import numpy as np
 import pytest
+from compiles import count_compiles
 from engine_helpers import assert_same, cluster, curvature, execute, quadratic
 
 from gemsim import engine, rules, timing
+from gemsim.engine._layout import initial_slots
 
 F = np.float32
 
@@ -152,19 +154,26 @@ def _executor(kind, rule, problem, n):
 @pytest.mark.parametrize("kind", ["sequential", "batched"])
 def test_a_run_written_over_the_last_runs_slots_gives_a_fresh_executors_result(kind):
     """An executor writes a run's initial rows into the slots its last run left (host fills,
-    spare row and all): the buffer is the same, its contents those of a fresh carry, and the
-    run's result that of a fresh executor, after a finished run and after a diverged one."""
+    spare row and all): the buffer is the same, its contents those of a fresh carry (and of
+    the rows built apart, `initial_slots`), the run's result that of a fresh executor, after a
+    finished run and after a diverged one; and the first run's start, into a zeroed buffer,
+    compiled the one program every later start uses."""
     trace = heterogeneous_trace(budget=120)  # a restart and a late join: host fills
     plan = engine.plan_of(trace, window=1)
     problem = quadratic()
     other = jax.tree.map(lambda p: 0.5 * p, problem.init_params)
-    used = _executor(kind, rules.gem(lr=0.001), problem, trace.n_workers)
+    rule, n = rules.gem(lr=0.001), trace.n_workers
+    used = _executor(kind, rule, problem, n)
     used.execute(plan)
     kept = used._spare.unsafe_buffer_pointer()
-    carry = used.initial_carry(other)
+    with count_compiles() as compiles:
+        carry = used.initial_carry(other)
+    assert compiles[0] == 0  # the first run compiled the program that starts every run
     assert carry.slots.unsafe_buffer_pointer() == kept
-    fresh = _executor(kind, rules.gem(lr=0.001), problem, trace.n_workers)
+    fresh = _executor(kind, rules.gem(lr=0.001), problem, n)
     np.testing.assert_array_equal(carry.slots, fresh.initial_carry(other).slots)
+    apart = initial_slots(used.layout, other, rule.init(other, n).workers, n)
+    np.testing.assert_array_equal(carry.slots, apart)
     used._keep(carry)
     assert_same(used.execute(plan, params=other), fresh.execute(plan, params=other))
 

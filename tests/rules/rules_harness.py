@@ -7,13 +7,13 @@ is taken matters. The drivers follow the engine's loop (docs/design.md §5) with
 jitted commit; the numpy references in the tests use :func:`np_grad`.
 """
 
-import contextlib
 import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from compiles import count_compiles
 from jax import lax
 
 from gemsim import rules
@@ -130,23 +130,6 @@ class Driven(NamedTuple):
     local_cache_size: int
     commit_first_compiles: int  # XLA compilations during the first commit call
     commit_recompiles: int  # XLA compilations during the commit calls after the first
-
-
-@contextlib.contextmanager
-def count_compiles():
-    """Counts XLA backend compilations inside the block (``counter[0]``)."""
-    counter = [0]
-
-    def listener(event, duration, **kwargs):
-        del duration, kwargs
-        if event == "/jax/core/compile/backend_compile_duration":
-            counter[0] += 1
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        yield counter
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def drive(
