@@ -25,14 +25,17 @@ batches drawn by ``problem.batch(0, step)`` inside the compiled step:
   activations of a larger batch do not fit a small machine).
 
 Executors run without evaluating the central variable (neither do the synchronous
-variants): both sides measure training throughput. Every variant runs once per round
-(interleaved, so that drifts of the machine hit all alike), over ``--repeats`` rounds
-after one warm-up (compiling) call each; figures are
-medians over rounds. The ratio is best executor / best synchronous figure per n, both as
-the ratio of medians and as the median of the per-round ratios (robust to other load). The bar
-(docs/design.md §9): >= 0.85 on CPU at n = 8 and n = 100 with the default settings (no
-``--diagnostics-every``); on a GPU, batched >= 10x sequential at n = 100 (and, as a goal,
->= 0.5 of synchronous batch-n*b training).
+variants): both sides measure training throughput. After one warm-up (compiling) call of
+each, ``--repeats`` rounds run; in each round, every n's executors and synchronous variants
+run back to back (the executors first in even rounds, last in odd ones), so that a round's
+figures for one n are taken seconds apart. Figures are medians over rounds. The ratio is
+best executor / best synchronous figure per n, as the median of the per-round ratios (the
+bar's figure: each ratio compares runs made side by side, so drifts of a shared machine's
+speed, 2x within minutes on some, cancel) and as the ratio of medians (printed beside it:
+it compares figures up to a minute apart). The bar (docs/design.md §9): >= 0.85 on CPU
+at n = 8 and n = 100 with the default settings (no ``--diagnostics-every``); on a GPU,
+batched >= 10x sequential at n = 100 (and, as a goal, >= 0.5 of synchronous batch-n*b
+training).
 
 ``--diagnostics-cost`` adds the sequential executor with GEM's diagnostics off (only
 ``update_norm``, as ``diagnostics_every`` past the run's length gives) to the same rounds: the
@@ -41,7 +44,7 @@ average is recorded before and after the rounds.
 
 Default commits per execution: 512 at n <= 8, 1,024 above (the ResNet: 64 and 128);
 synchronous variants process as many samples as the smallest executor workload. The default
-run takes a few minutes on a 2-core CPU.
+run (5 rounds) takes about five minutes on a 2-core CPU.
 
     python benchmarks/engine.py                         # table
     python benchmarks/engine.py --json                  # one JSON object
@@ -259,14 +262,17 @@ def scan_runner(problem, steps: int) -> Callable[[], int]:
 
 
 def sync_variants(w: Workload, problem, samples: int, workers: list[int]) -> list[Variant]:
-    """Plain synchronous SGD: batch b in a loop and in a scan, and batch n*b per n."""
+    """Plain synchronous SGD per n: batch b in a loop and in a scan (the same two programs
+    for every n, measured beside each n's executors), and batch n*b."""
     steps = max(1, samples // BATCH)
-    variants = [
-        Variant("sync b loop", "sync", BATCH, loop_runner(problem, steps)),
-        Variant("sync b scan", "sync", BATCH, scan_runner(problem, steps)),
-    ]
+    loop, scan = loop_runner(problem, steps), scan_runner(problem, steps)
+    variants = []
     largest = problem.train_size // BATCH * BATCH
     for n in workers:
+        variants += [
+            Variant("sync b loop", "sync", BATCH, loop, workers=n),
+            Variant("sync b scan", "sync", BATCH, scan, workers=n),
+        ]
         batch, note = n * BATCH, ""
         if batch > problem.train_size:
             batch = largest
@@ -291,22 +297,28 @@ def key(v: Variant) -> str:
 
 
 def measure(variants: list[Variant], repeats: int) -> dict[str, list[float]]:
-    """Samples/s per variant over ``repeats`` interleaved rounds, after a warm-up call each
-    (it compiles; one is enough for workloads of seconds)."""
+    """Samples/s per variant over ``repeats`` rounds, after a warm-up call of each program
+    (it compiles; one is enough for workloads of seconds). A round runs each n's variants
+    back to back, in alternate order from round to round, so that a drift of the machine's
+    speed within a round hits both sides of a ratio alike."""
+    for run in {id(v.run): v.run for v in variants}.values():
+        run()
+    groups: dict[int | None, list[Variant]] = {}
     for v in variants:
-        v.run()
+        groups.setdefault(v.workers, []).append(v)
     rates: dict[str, list[float]] = {key(v): [] for v in variants}
-    for _ in range(repeats):
-        for v in variants:
-            start = time.perf_counter()
-            samples = v.run()
-            rates[key(v)].append(samples / (time.perf_counter() - start))
+    for r in range(repeats):
+        for group in groups.values():
+            for v in group if r % 2 == 0 else reversed(group):
+                start = time.perf_counter()
+                samples = v.run()
+                rates[key(v)].append(samples / (time.perf_counter() - start))
     return rates
 
 
 def summarise(variants: list[Variant], rates: dict, n: int, platform: str) -> dict:
     """The figures of one n: medians, the best-executor / best-sync ratio and the bars."""
-    mine = [v for v in variants if v.workers in (None, n)]
+    mine = [v for v in variants if v.workers == n]
     ex = [key(v) for v in mine if v.kind == "executor"]
     sync = [key(v) for v in mine if v.kind == "sync"]
     refs = [key(v) for v in mine if v.kind == "reference"]
@@ -340,7 +352,7 @@ def summarise(variants: list[Variant], rates: dict, n: int, platform: str) -> di
 def _bars(row: dict, n: int, platform: str) -> dict[str, bool]:
     med = row["samples_per_s"]
     if platform == "cpu":
-        return {f"ratio >= {CPU_BAR}": row["best_executor_over_best_sync"] >= CPU_BAR}
+        return {f"ratio >= {CPU_BAR}": row["per_round_ratio_median"] >= CPU_BAR}
     seq, bat = med.get(f"sequential @ n={n}"), med.get(f"batched @ n={n}")
     nb = med.get(f"sync n*b loop @ n={n}")
     if n != 100 or bat is None or seq is None:
@@ -403,7 +415,7 @@ def table(report: dict) -> str:
     """The report as a fixed-width text table."""
     lines = [
         f"Engine efficiency: {report['problem']}, b={report['batch']}, {report['rule']}, "
-        f"median of {report['repeats']} interleaved rounds",
+        f"medians of {report['repeats']} rounds",
         environment_line(report["environment"])
         + f" | load at the end {', '.join(f'{x:.2f}' for x in report['load_average_end'])}",
         _memory_line(report),
@@ -416,10 +428,10 @@ def table(report: dict) -> str:
             lines.append(f"{n:>5}  {label:<28}{row['batch'][name]:>7,}{rate:>12,.0f}")
         bars = ", ".join(f"{k}: {'met' if ok else 'NOT met'}" for k, ok in row["bars"].items())
         lines.append(
-            f"{'':>7}best executor / best sync: {row['best_executor_over_best_sync']:.3f} "
-            f"(median of per-round ratios {row['per_round_ratio_median']:.3f}, "
-            f"range {min(row['per_round_ratios']):.3f}-{max(row['per_round_ratios']):.3f})"
-            + (f"; {bars}" if bars else "")
+            f"{'':>7}best executor / best sync, median of the per-round ratios: "
+            f"{row['per_round_ratio_median']:.3f} (rounds "
+            f"{', '.join(f'{x:.3f}' for x in row['per_round_ratios'])}; ratio of medians "
+            f"{row['best_executor_over_best_sync']:.3f})" + (f"; {bars}" if bars else "")
         )
         if cost := row.get("diagnostics_cost"):
             lines.append(
@@ -447,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--commits", type=int, default=None, help="commits per execution (default 512 / 1024)"
     )
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--repeats", type=int, default=5, help="rounds (medians over them)")
     parser.add_argument(
         "--executors",
         nargs="+",
