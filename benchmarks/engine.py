@@ -165,10 +165,10 @@ class Variant:
     """One measured workload: ``run()`` does a fixed amount of work and returns its samples."""
 
     name: str
-    kind: str  # "executor" or "sync"
+    kind: str  # "executor", "sync" or "reference"
     batch: int
     run: Callable[[], int]
-    workers: int | None = None  # executors and n*b: the n they belong to
+    workers: int  # the n whose rounds it runs in (the b-sized sync ones: once per n)
     note: str = ""
 
 
@@ -293,7 +293,7 @@ def sync_variants(w: Workload, problem, samples: int, workers: list[int]) -> lis
 
 def key(v: Variant) -> str:
     """A unique name of a variant in the results."""
-    return v.name if v.workers is None else f"{v.name} @ n={v.workers}"
+    return f"{v.name} @ n={v.workers}"
 
 
 def measure(variants: list[Variant], repeats: int) -> dict[str, list[float]]:
@@ -303,7 +303,7 @@ def measure(variants: list[Variant], repeats: int) -> dict[str, list[float]]:
     speed within a round hits both sides of a ratio alike."""
     for run in {id(v.run): v.run for v in variants}.values():
         run()
-    groups: dict[int | None, list[Variant]] = {}
+    groups: dict[int, list[Variant]] = {}
     for v in variants:
         groups.setdefault(v.workers, []).append(v)
     rates: dict[str, list[float]] = {key(v): [] for v in variants}
