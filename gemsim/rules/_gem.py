@@ -196,13 +196,17 @@ def _leaf_sums(step: GemStep, included) -> jax.Array:
     ).astype(jnp.float32)
 
 
-def gem_info(cfg: GemConfig, step: GemStep, full: jax.Array | bool = True) -> GemInfo:
+def gem_info(
+    cfg: GemConfig, step: GemStep, full: jax.Array | bool = True, token: jax.Array | None = None
+) -> GemInfo:
     """The diagnostics of one step (see :class:`GemInfo`).
 
     ``update_norm`` is always computed (the engine detects divergence with it); the rest
     is NaN unless ``full``. The full set costs a histogram of each leaf's pi (a scatter-add
     per leaf; an exact bisection instead for at most 256 parameters) and three sums: on a
-    CPU a few percent of a batch-64 CNN gradient.
+    CPU a few percent of a batch-64 CNN gradient. ``token``: a run-time int32 scalar >= 0
+    (the commit index), which keeps the histograms' copy pattern out of memory (see
+    :func:`~gemsim.rules._select.binned_histograms`); the values do not depend on it.
     """
     pis = jax.tree.leaves(step.pi)
     n = sum(p.size for p in pis)
@@ -217,7 +221,7 @@ def gem_info(cfg: GemConfig, step: GemStep, full: jax.Array | bool = True) -> Ge
             count = lambda where: jnp.sum(inc & where, dtype=jnp.int32)
             n_in, n_zero, n_max = count(True), count(every <= 0), count(every >= cfg.pi_max)
         else:
-            hist = binned_histograms(pis, cfg.pi_max, _PI_BINS, included)
+            hist = binned_histograms(pis, cfg.pi_max, _PI_BINS, included, token)
             rows = jnp.concatenate([hist.sum(0, keepdims=True), hist])
             medians = histogram_medians(rows, cfg.pi_max)
             median, per_leaf = medians[0], medians[1:]
@@ -296,7 +300,7 @@ def gem(
         step = gem_step(cfg, theta, ws.m, ws.s, work.acc)
         # pi * dtheta rounded on its own, then added: see rules.stored.
         new_theta = jax.tree.map(jnp.add, theta, _base.stored(step.update, ctx.commit))
-        info = gem_info(cfg, step, True if every == 1 else server % every == 0)
+        info = gem_info(cfg, step, True if every == 1 else server % every == 0, ctx.commit)
         return new_theta, server + 1, GemWorkerState(m=step.m, s=theta), info
 
     def on_pull(ws, theta, server, fresh):
