@@ -12,7 +12,9 @@ the training images alive on the device, and gives their bytes and the process's
 For each n in ``--workers`` it measures the samples per second (commits * 64 /
 seconds of ``execute``, compiled beforehand; the timing simulation is not included) of
 
-- the sequential executor and the batched (wavefront) executor;
+- the sequential executor, and on a GPU the batched (wavefront) executor too (``--executors``
+  picks; on a CPU the batched one is the slower by half, and ``executor: auto`` never takes
+  it there);
 
 and, on the same device in the same process, plain synchronous SGD of the same model with
 batches drawn by ``problem.batch(0, step)`` inside the compiled step:
@@ -27,8 +29,9 @@ batches drawn by ``problem.batch(0, step)`` inside the compiled step:
 Executors run without evaluating the central variable (neither do the synchronous
 variants): both sides measure training throughput. After one warm-up (compiling) call of
 each, ``--repeats`` rounds run; in each round, every n's executors and synchronous variants
-run back to back (the executors first in even rounds, last in odd ones), so that a round's
-figures for one n are taken seconds apart. Figures are medians over rounds. The ratio is
+run back to back (the executors first in even rounds, last in odd ones), the executors next
+to the b-sized synchronous variants, so that a round's figures for one n are taken seconds
+apart. Figures are medians over rounds. The ratio is
 best executor / best synchronous figure per n, as the median of the per-round ratios (the
 bar's figure: each ratio compares runs made side by side, so drifts of a shared machine's
 speed, 2x within minutes on some, cancel) and as the ratio of medians (printed beside it:
@@ -44,12 +47,13 @@ average is recorded before and after the rounds.
 
 Default commits per execution: 512 at n <= 8, 1,024 above (the ResNet: 64 and 128);
 synchronous variants process as many samples as the smallest executor workload. The default
-run (5 rounds) takes about five minutes on a 2-core CPU.
+run (7 rounds) takes about six minutes on a 2-core CPU. Bursts of load on a shared machine
+slow single runs by up to half: the more rounds, the more of them the median outvotes.
 
     python benchmarks/engine.py                         # table
     python benchmarks/engine.py --json                  # one JSON object
     python benchmarks/engine.py --workers 8 --commits 256 --repeats 2   # quick check
-    python benchmarks/engine.py --executors sequential     # skip the batched executor
+    python benchmarks/engine.py --executors sequential batched   # the batched one on a CPU too
     python benchmarks/engine.py --problem cnn-fashion      # the full Fashion-MNIST
     python benchmarks/engine.py --problem resnet-cifar --resnet-depth 20 --workers 8
     python benchmarks/engine.py --diagnostics-cost         # also: GEM without diagnostics
@@ -291,6 +295,12 @@ def sync_variants(w: Workload, problem, samples: int, workers: list[int]) -> lis
     return variants
 
 
+def default_executors(platform: str) -> list[str]:
+    """The executors measured unless ``--executors`` says: on a CPU the sequential one alone
+    (the one ``executor: auto`` runs there), elsewhere both."""
+    return ["sequential"] if platform == "cpu" else ["sequential", "batched"]
+
+
 def key(v: Variant) -> str:
     """A unique name of a variant in the results."""
     return f"{v.name} @ n={v.workers}"
@@ -459,12 +469,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--commits", type=int, default=None, help="commits per execution (default 512 / 1024)"
     )
-    parser.add_argument("--repeats", type=int, default=5, help="rounds (medians over them)")
+    parser.add_argument("--repeats", type=int, default=7, help="rounds (medians over them)")
     parser.add_argument(
         "--executors",
         nargs="+",
         choices=["sequential", "batched"],
-        default=["sequential", "batched"],
+        default=None,
+        help="default: sequential on a CPU, both on an accelerator",
     )
     parser.add_argument(
         "--problem",
@@ -482,11 +493,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     w = workload(args.problem, args.data_dir, args.resnet_depth)
+    kinds = args.executors or default_executors(jax.devices()[0].platform)
     report = run(
         args.workers,
         args.commits,
         args.repeats,
-        args.executors,
+        kinds,
         args.diagnostics_every,
         args.diagnostics_cost,
         w,
