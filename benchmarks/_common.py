@@ -13,7 +13,7 @@ import platform
 import resource
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -27,6 +27,7 @@ from gemsim.engine._choice import ExecutorKind, resolve_executor
 from gemsim.problems import Cnn, Mnist5k, make_problem
 from gemsim.rules import gem
 from gemsim.timing import Budget, ClusterSpec, LogNormal, WorkerSpec, simulate
+from gemsim.types import Status
 
 BATCH = 64
 LR = 0.05
@@ -140,6 +141,20 @@ def make_executor(kind: str, rule, problem, n_workers: int, max_width: int | Non
     cls = resolve_executor(ExecutorKind(kind), n_workers)
     extra = {"max_width": max_width} if cls is BatchedExecutor else {}
     return cls(rule, problem, params=problem.init_params, n_workers=n_workers, chunk=CHUNK, **extra)
+
+
+def plan_runner(ex, plan) -> Callable[[], int]:
+    """A function executing ``plan`` once with ``ex`` and returning the commits applied; it
+    raises unless the run ends ``ok``. No final evaluation: the synchronous baselines the
+    executors are compared with evaluate nothing either."""
+
+    def run() -> int:
+        out = ex.execute(plan, final_eval=False)
+        if out.status is not Status.OK:
+            raise RuntimeError(f"executor run ended with status {out.status}")
+        return out.n_commits
+
+    return run
 
 
 def executor_name(ex) -> str:

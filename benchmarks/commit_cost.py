@@ -35,12 +35,12 @@ from _common import (
     environment_line,
     lognormal_trace,
     make_executor,
+    plan_runner,
     trace_plan,
 )
 
 from gemsim.rules import downpour, gem
 from gemsim.timing import CommitBudget
-from gemsim.types import Status
 
 REFERENCE = "downpour"
 
@@ -54,19 +54,10 @@ def variants(n: int, commits: int, batch: int) -> dict:
         "gem, no diagnostics": gem(lr=LR, diagnostics_every=commits + 1),
         REFERENCE: downpour(lr=LR),
     }
-    runs = {}
-    for name, rule in rules.items():
-        plan = trace_plan(trace, rule)
-        executor = make_executor("sequential", rule, problem, n)
-
-        def run(executor=executor, plan=plan) -> int:
-            out = executor.execute(plan, final_eval=False)
-            if out.status is not Status.OK:
-                raise RuntimeError(f"run ended with status {out.status}")
-            return out.n_commits
-
-        runs[name] = run
-    return runs
+    return {
+        name: plan_runner(make_executor("sequential", rule, problem, n), trace_plan(trace, rule))
+        for name, rule in rules.items()
+    }
 
 
 def measure(runs: dict, repeats: int) -> dict[str, list[float]]:

@@ -86,6 +86,7 @@ from _common import (
     lognormal_trace,
     make_executor,
     peak_rss_bytes,
+    plan_runner,
     rss_bytes,
     rule_label,
     trace_plan,
@@ -93,7 +94,6 @@ from _common import (
 
 from gemsim import problems
 from gemsim.timing import CommitBudget
-from gemsim.types import Status
 
 CPU_BAR = 0.85
 GPU_SPEEDUP_BAR = 10.0
@@ -213,14 +213,10 @@ def executor_variants(
 
 
 def _execute(ex, plan, rule) -> Callable[[], int]:
-    def run() -> int:
-        # No final evaluation: the synchronous baselines evaluate nothing either.
-        out = ex.execute(plan, final_eval=False)
-        if out.status is not Status.OK:
-            raise RuntimeError(f"executor run ended with status {out.status}")
-        return out.n_commits * BATCH * rule.window
-
-    return run
+    """The samples of one execution of ``plan`` (``plan_runner``'s commits times b and the
+    rule's window)."""
+    commits = plan_runner(ex, plan)
+    return lambda: commits() * BATCH * rule.window
 
 
 def sgd_step(problem, params, step):
