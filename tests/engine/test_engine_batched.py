@@ -59,11 +59,11 @@ class Both(NamedTuple):
     compiled_after: int  # the executor's programs right after its first plan
 
 
-CASES = {  # rule, window, problem
-    "gem": (rules.gem(lr=0.02), 1, mlp),
-    "downpour": (rules.downpour(lr=0.05), 1, noisy_quadratic),
-    "agn-window4": (rules.agn(lr=0.05, window=4), 4, noisy_quadratic),
-    "easgd": (rules.easgd(lr=0.05, alpha=0.2, window=2), 2, noisy_quadratic),
+CASES = {  # rule, problem (the trace's window is the rule's)
+    "gem": (rules.gem(lr=0.02), mlp),
+    "downpour": (rules.downpour(lr=0.05), noisy_quadratic),
+    "agn-window4": (rules.agn(lr=0.05, window=4), noisy_quadratic),
+    "easgd": (rules.easgd(lr=0.05, alpha=0.2, window=2), noisy_quadratic),
 }
 
 
@@ -74,8 +74,8 @@ def both():
 
     def get(name: str) -> Both:
         if name not in done:
-            rule, window, problem = CASES[name]
-            done[name] = run_both(rule, hetero_trace(window), problem())
+            rule, problem = CASES[name]
+            done[name] = run_both(rule, hetero_trace(rule.window), problem())
         return done[name]
 
     return get
