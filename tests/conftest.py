@@ -68,16 +68,20 @@ def _write_bytecode() -> list[Path]:
     """gemsim's bytecode, for a session run where Python writes none (PYTHONDONTWRITEBYTECODE
     is set, as on some CI images): it still reads bytecode, so writing it once here spares the
     suite's 200-odd Python processes (test processes, workers, commands, kernels) compiling
-    gemsim's sources each time, 0.1-0.3 s apiece. Only missing files are written, and they
-    are removed when the session ends."""
+    gemsim's sources each time (0.1 s apiece, benchmarks/RESULTS.md). Only missing files are
+    written, and they are removed when the session ends."""
     spec = importlib.util.find_spec("gemsim")  # where it is imported from; not imported here
     written = []
-    for folder in spec.submodule_search_locations or ():
+    for folder in (spec.submodule_search_locations or ()) if spec else ():
         for source in sorted(Path(folder).rglob("*.py")):
             pyc = Path(importlib.util.cache_from_source(str(source)))
-            if not pyc.exists():
+            if pyc.exists():
+                continue
+            try:
                 py_compile.compile(str(source), str(pyc), doraise=True)
-                written.append(pyc)
+            except (OSError, py_compile.PyCompileError):
+                continue  # a read-only checkout, or a source its import will report on
+            written.append(pyc)
     return written
 
 
