@@ -136,7 +136,7 @@ CHECKS = {
     "01_quickstart.ipynb": _check_quick,
     "02_paper_figures.ipynb": _check_paper,
     "03_latency_sweeps.ipynb": _check_quick,
-    # Starts real worker processes from the kernel (spawn) and validates their run.
+    # Starts real worker processes from the kernel and validates their run.
     "04_sim_vs_real.ipynb": _check_sim_vs_real,
     "05_bring_your_own.ipynb": _check_quick,
 }

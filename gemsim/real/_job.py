@@ -19,7 +19,7 @@ class RealJob:
     Attributes:
         build: called in every process (server and workers) to get `(rule, problem)`;
             must be picklable (a module-level function or a partial of one), since
-            processes are spawned and share nothing but what is sent to them.
+            worker processes share nothing with the server but what is sent to them.
         spec: the cluster: worker count, compute laws (used with `emulate_latency`),
             joins, failures, budget and window. Network and service laws are not
             emulated: the real run has its own.

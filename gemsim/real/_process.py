@@ -1,8 +1,11 @@
 """`--backend process`: a real asynchronous run with one process per worker.
 
-This process is the parameter server. Workers are spawned (`multiprocessing`, `spawn`
-start method) and each talks to the server over its own pipe, never a shared queue: a
-worker killed while writing a shared queue would leave its lock held and hang the others.
+This process is the parameter server. Workers are forked from `multiprocessing`'s fork
+server (`forkserver` start method): a fresh interpreter, started with the first worker, that
+imports the worker's module (JAX, gemsim) once; a worker is a fork of it, so it inherits
+nothing of this process's JAX state and starts without importing anything. Each worker talks
+to the server over its own pipe, never a shared queue: a worker killed while writing a
+shared queue would leave its lock held and hang the others.
 The server serves the works that have arrived in the order they arrived (FIFO by the
 workers' send timestamps, on the system-wide monotonic clock), one at a time, so every
 commit is atomic. Parameters travel through shared memory (gemsim/real/shared.py).
@@ -33,7 +36,7 @@ import multiprocessing as mp
 import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
@@ -49,9 +52,9 @@ from ._server import ServerBook, WorkerEvent
 from ._shared import SharedArray
 from ._worker import worker_main
 
-# One XLA thread per worker process: a worker stands for one device, and n multi-threaded
-# workers on a few cores would only fight over them.
-WORKER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+# What the fork server imports once for all workers (it never computes: a fork of a process
+# whose JAX runtime had started would inherit its threads' locks).
+WORKER_MODULES = ["gemsim.real._worker"]
 STARTUP_TIMEOUT_S = 600.0  # import + data + compile of a worker on a loaded machine
 STALL_TIMEOUT_S = 300.0  # a working worker silent this long is declared hung
 STOP_TIMEOUT_S = 5.0  # all workers together, to leave after `stop`; then they are killed
@@ -75,7 +78,8 @@ class ProcessBackend:
     def __init__(self, job: RealJob, *, progress: Progress | None = None):
         self.job = job
         self.progress = progress
-        self._ctx = mp.get_context("spawn")
+        self._ctx = mp.get_context("forkserver")
+        self._ctx.set_forkserver_preload(WORKER_MODULES)
         self._workers: dict[int, _Worker] = {}
         self._pending: list[tuple[float, int, int, float]] = []  # (arrived, seq, worker, compute)
         self._seq = 0
@@ -120,14 +124,16 @@ class ProcessBackend:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(
             target=worker_main,
-            args=(w, child, self.rows.name, self.outbox.name, self.job),
+            args=(w, child, self.rows.name, self.outbox.name, self.job, dict(os.environ)),
             name=f"{self.job.name}-worker-{w}",
             daemon=True,
         )
         # A signal during the start is handled at the end of the block, once the worker is
         # known to the clean-up that the signal's exception runs.
-        with worker_environment(), starting_child():
-            process.start()  # the child inherits the blocked SIGINT from its first instruction
+        with starting_child():
+            # The first start launches the fork server here: it, and every worker forked from
+            # it, inherit the blocked SIGINT from their first instruction.
+            process.start()
             child.close()  # the worker's end lives in the worker only: its death closes the pipe
             self._workers[w] = _Worker(process, parent, "starting", self._clock())
 
@@ -350,24 +356,3 @@ def _prepare(job: RealJob) -> ServerBook:
 def run_process(job: RealJob, *, progress: Progress | None = None) -> RealRun:
     """Run the job with real worker processes (see the module docstring)."""
     return ProcessBackend(job, progress=progress).run()
-
-
-def worker_environment():
-    """The environment a worker process is spawned with (one XLA thread, JAX on the CPU), set
-    in this process while the child is started (it copies it) and restored after."""
-    return _environ(XLA_FLAGS=WORKER_XLA_FLAGS, JAX_PLATFORMS="cpu")
-
-
-@contextmanager
-def _environ(**values: str):
-    """Set environment variables for a child about to be spawned (it copies them)."""
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v

@@ -33,8 +33,8 @@ from gemsim import timing
 
 from ._compiled import Compiled
 from ._job import RealJob, RealRun
-from ._process import WORKER_XLA_FLAGS
 from ._server import ServerBook, WorkerEvent
+from ._worker import WORKER_XLA_FLAGS
 
 POLL_S = 0.2
 Progress = Callable[[int, int], None]

@@ -1,7 +1,9 @@
 """A worker process: compute the work for the row the server wrote, hand it back, repeat.
 
-Spawned (nothing inherited): it builds its own rule and problem from the job, compiles the
-engine's gradient phase, says `ready`, then waits for `("go", first_step, t0, cycle)` (its
+A fork of `multiprocessing`'s fork server, which imported this module but never computed
+(nothing of the parameter server's JAX state is inherited): it takes the parameter server's
+environment, builds its own rule and problem from the job, compiles the engine's gradient
+phase, says `ready`, then waits for `("go", first_step, t0, cycle)` (its
 next mini-batch, the run's start, and which of the timing model's compute draws it emulates)
 or `("stop",)`. It leaves quietly when the server's end of its pipe closes, so that it cannot
 outlive the run. It ignores SIGINT (started with SIGINT blocked, see
@@ -12,9 +14,11 @@ own dies at once and the server records the death.
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 
+import jax
 import numpy as np
 
 from gemsim.timing import EmulatedCompute
@@ -23,18 +27,35 @@ from ._compiled import Compiled
 from ._job import RealJob
 from ._shared import SharedArray
 
+# One XLA thread per worker process: a worker stands for one device, and n multi-threaded
+# workers on a few cores would only fight over them.
+WORKER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 
-def worker_main(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) -> None:
-    """The spawn target of one worker process."""
+
+def worker_main(
+    worker: int, conn, rows_name: str, outbox_name: str, job: RealJob, environ: dict[str, str]
+) -> None:
+    """The target of one worker process; `environ`: the server's environment when it started
+    the worker (the fork server's own is that of the process's first run)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending one is dropped
+    use_worker_environment(environ)
     try:
         _serve(worker, conn, rows_name, outbox_name, job)
     except (EOFError, BrokenPipeError, ConnectionResetError):
         pass  # the server is gone: nothing to clean up but memory
     finally:
         conn.close()
+
+
+def use_worker_environment(environ: dict[str, str]) -> None:
+    """Take `environ`, with one XLA thread and JAX on the CPU, before the first computation:
+    XLA reads `XLA_FLAGS` when JAX first makes its CPU client; JAX read `JAX_PLATFORMS` when
+    the fork server imported it, hence the config."""
+    os.environ.clear()
+    os.environ.update(environ, XLA_FLAGS=WORKER_XLA_FLAGS, JAX_PLATFORMS="cpu")
+    jax.config.update("jax_platforms", "cpu")
 
 
 def _serve(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) -> None:

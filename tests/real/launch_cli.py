@@ -64,5 +64,5 @@ def main() -> None:
     app(args=args, prog_name="gemsim")
 
 
-if __name__ == "__main__":  # spawned workers import this file too
+if __name__ == "__main__":  # the workers import this file too (as `__mp_main__`)
     main()

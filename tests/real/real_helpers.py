@@ -18,7 +18,7 @@ import psutil
 
 from gemsim.app import real_job, run
 from gemsim.config import Scenario
-from gemsim.real._process import worker_environment
+from gemsim.real._worker import use_worker_environment
 
 REPLAY_TOLERANCE = 1e-5
 
@@ -121,7 +121,8 @@ def assert_replay_matches(real, replay) -> None:
 def wait_no_children(timeout: float = 10.0) -> list:
     """The child processes still alive after `timeout` seconds (none, when all is well),
     which are then killed, so that a failing test leaves nothing running. The resource
-    tracker is not the run's worker. A run joins its workers before it returns, so none
+    tracker and the fork server (multiprocessing's, kept for this process's later runs) are
+    not the run's workers. A run joins its workers before it returns, so none
     should be found at all; the timeout only allows a loaded machine to finish reaping them."""
     deadline = time.monotonic() + timeout
     while True:
@@ -139,9 +140,24 @@ def wait_no_children(timeout: float = 10.0) -> list:
 def _is_worker(p: psutil.Process) -> bool:
     try:
         alive = p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-        return alive and "resource_tracker" not in " ".join(p.cmdline())
     except psutil.Error:
         return False
+    line = cmdline(p)
+    server = FORK_SERVER in line and not forked_by_fork_server(p)
+    return alive and "resource_tracker" not in line and not server
+
+
+FORK_SERVER = "multiprocessing.forkserver"
+
+
+def forked_by_fork_server(p: psutil.Process) -> bool:
+    """A process backend's worker: a fork of multiprocessing's fork server (both show the
+    server's command line; the server's parent is the run's process)."""
+    try:
+        parent = p.parent()
+    except psutil.Error:
+        return False
+    return parent is not None and FORK_SERVER in cmdline(p) and FORK_SERVER in cmdline(parent)
 
 
 # Starting a worker process (importing JAX, building its problem) takes seconds here; this
@@ -156,9 +172,8 @@ def warm_worker_cache(scenario: Scenario) -> None:
     instead of all compiling the same program at once. Worth it where compiling costs more
     than starting a process: the CNN with 3 workers or more."""
     context = mp.get_context("spawn")
-    with worker_environment():
-        process = context.Process(target=_compile_gradient, args=(real_job(scenario),))
-        process.start()  # the child copies the environment now
+    process = context.Process(target=_compile_gradient, args=(real_job(scenario), dict(os.environ)))
+    process.start()
     process.join(WARM_TIMEOUT_S)
     if process.is_alive():
         process.kill()
@@ -166,9 +181,11 @@ def warm_worker_cache(scenario: Scenario) -> None:
     assert process.exitcode == 0, f"compiling the workers' gradient failed: {process.exitcode}"
 
 
-def _compile_gradient(job) -> None:
-    """What a worker compiles before `ready` (gemsim/real/_worker.py)."""
+def _compile_gradient(job, environ: dict[str, str]) -> None:
+    """What a worker compiles before `ready` (gemsim/real/_worker.py), with its settings."""
     from gemsim.real._compiled import Compiled
+
+    use_worker_environment(environ)
 
     rule, problem = job.build()
     compiled = Compiled.of(rule, problem, job.n_workers)
@@ -213,6 +230,7 @@ class Cli:
             )
         self.main = psutil.Process(self.proc.pid)
         self.seen = {self.main.pid: self.main}
+        self.worker_pids: set[int] = set()  # told apart at first sight: a worker's parent dies
         self.mapped: dict[int, set[str]] = {}  # worker pid -> the shared memory it maps
         self.sent_at: float | None = None
 
@@ -233,7 +251,10 @@ class Cli:
         """The family now (remembering newcomers and the shared memory they map)."""
         with suppress(psutil.Error):
             for p in self.main.children(recursive=True):
-                self.seen.setdefault(p.pid, p)
+                if p.pid not in self.seen:
+                    self.seen[p.pid] = p
+                    if forked_by_fork_server(p):
+                        self.worker_pids.add(p.pid)
         for p in self.workers():
             if len(self.mapped.get(p.pid, ())) < 2:  # the rows and the outbox, once mapped
                 self.mapped[p.pid] = mapped_shm(p)
@@ -248,8 +269,8 @@ class Cli:
         return [p for p in self.seen.values() if _running(p)]
 
     def workers(self) -> list[psutil.Process]:
-        """The process backend's spawned workers alive now."""
-        return [p for p in self.alive() if "spawn_main" in cmdline(p)]
+        """The process backend's workers alive now."""
+        return [p for p in self.alive() if p.pid in self.worker_pids]
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

@@ -14,6 +14,7 @@ import yaml
 from real_helpers import (
     assert_replay_matches,
     cnn_scenario,
+    forked_by_fork_server,
     quadratic_scenario,
     wait_no_children,
     warm_worker_cache,
@@ -88,7 +89,7 @@ def test_a_worker_killed_mid_run_is_recorded_and_the_others_finish():
 
     def kill_one(done, total):
         if done == 40 and not victim:
-            child = _spawned_children()[0]
+            child = _workers()[0]
             victim["pid"] = child.pid
             child.send_signal(signal.SIGKILL)
 
@@ -120,8 +121,9 @@ def test_scheduled_failure_kills_restarts_and_the_worker_pulls_anew():
     assert events == [("killed", 1), ("restarted", 1)]
     killed, restarted = (e["time"] for e in real.manifest["worker_events"])
     # The server's loop never waits past its next scheduled event: the kill is late only by
-    # the time the machine takes to wake the server (margin for a loaded one).
-    assert 1.0 <= killed < 2.0 and restarted >= killed + 0.5
+    # the time the machine takes to wake the server (margin for a loaded one). The worker is
+    # down for the scheduled [1.0, 1.5]: back at 1.5, or once its new process is ready.
+    assert 1.0 <= killed < 2.0 and restarted >= max(1.5, killed)
     trace = real.trace
     # Every worker did its steps: the work lost in the crash was computed again.
     assert np.bincount(trace.worker, minlength=3).tolist() == [STEPS] * 3
@@ -166,14 +168,5 @@ def test_cli_rejects_an_unknown_backend(tmp_path):
     assert "--backend" in result.output and "mpi" in result.output
 
 
-def _spawned_children(parent: psutil.Process | None = None) -> list[psutil.Process]:
-    parent = parent or psutil.Process()
-    found = []
-    for p in parent.children(recursive=True):
-        try:
-            line = " ".join(p.cmdline())
-        except psutil.Error:
-            continue
-        if "multiprocessing" in line and "resource_tracker" not in line:
-            found.append(p)
-    return found
+def _workers() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if forked_by_fork_server(p)]
