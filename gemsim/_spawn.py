@@ -21,9 +21,10 @@ def starting_child() -> Iterator[None]:
 @contextmanager
 def sigint_blocked() -> Iterator[None]:
     """SIGINT blocked in this thread while a child is started: the child inherits the mask
-    across exec and fork (a fork server started in the block, and its forks, too), so a Ctrl-C during its start-up (importing JAX takes seconds) stays pending
-    until it has chosen what to do with SIGINT. The parent loses nothing: a SIGINT that comes
-    meanwhile is delivered to another thread or when the mask is restored."""
+    across exec and fork (a fork server started in the block, and its forks, too), so a
+    Ctrl-C during its start-up (importing JAX takes seconds) stays pending until it has
+    chosen what to do with SIGINT. The parent loses nothing: a SIGINT that comes meanwhile is
+    delivered to another thread or when the mask is restored."""
     if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
         yield
         return

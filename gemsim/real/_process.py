@@ -78,8 +78,7 @@ class ProcessBackend:
     def __init__(self, job: RealJob, *, progress: Progress | None = None):
         self.job = job
         self.progress = progress
-        self._ctx = mp.get_context("forkserver")
-        self._ctx.set_forkserver_preload(WORKER_MODULES)
+        self._ctx = _worker_context()
         self._workers: dict[int, _Worker] = {}
         self._pending: list[tuple[float, int, int, float]] = []  # (arrived, seq, worker, compute)
         self._seq = 0
@@ -351,6 +350,15 @@ def _prepare(job: RealJob) -> ServerBook:
     """The server's rule, problem, traced functions and book (run off the main thread)."""
     rule, problem = job.build()
     return ServerBook(Compiled.of(rule, problem, job.n_workers), job.spec.budget)
+
+
+def _worker_context():
+    """The fork server, preloaded; `spawn` where there is none (Windows)."""
+    if "forkserver" not in mp.get_all_start_methods():  # pragma: no cover - not POSIX
+        return mp.get_context("spawn")
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(WORKER_MODULES)
+    return context
 
 
 def run_process(job: RealJob, *, progress: Progress | None = None) -> RealRun:
