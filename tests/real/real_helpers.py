@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import re
 import signal
@@ -18,6 +17,7 @@ import psutil
 
 from gemsim.app import real_job, run
 from gemsim.config import Scenario
+from gemsim.real._process import _worker_context
 from gemsim.real._worker import use_worker_environment
 
 REPLAY_TOLERANCE = 1e-5
@@ -138,13 +138,11 @@ def wait_no_children(timeout: float = 10.0) -> list:
 
 
 def _is_worker(p: psutil.Process) -> bool:
-    try:
-        alive = p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
+    if not _running(p):
         return False
     line = cmdline(p)
     server = FORK_SERVER in line and not forked_by_fork_server(p)
-    return alive and "resource_tracker" not in line and not server
+    return "resource_tracker" not in line and not server
 
 
 FORK_SERVER = "multiprocessing.forkserver"
@@ -171,7 +169,7 @@ def warm_worker_cache(scenario: Scenario) -> None:
     that the run's workers load it from the session's persistent cache (tests/conftest.py)
     instead of all compiling the same program at once. Worth it where compiling costs more
     than starting a process: the CNN with 3 workers or more."""
-    context = mp.get_context("spawn")
+    context = _worker_context()  # the backend's fork server: the run's workers fork from it too
     process = context.Process(target=_compile_gradient, args=(real_job(scenario), dict(os.environ)))
     process.start()
     process.join(WARM_TIMEOUT_S)
