@@ -1,9 +1,8 @@
 """The execution plan: which snapshot each commit reads and when slots are filled."""
 
-import jax
 import numpy as np
 import pytest
-from engine_helpers import cluster
+from engine_helpers import assert_same, cluster
 
 from gemsim import engine, problems, rules, timing
 from gemsim.engine import make_plan
@@ -58,6 +57,7 @@ def test_segments_split_at_evals_and_host_fills():
     assert all(b == c for (_, b), (c, _) in zip(segs, segs[1:], strict=False))
 
 
+@pytest.mark.bitexact
 def test_one_compiled_loop_serves_segments_of_every_length():
     """Evaluations every 37 commits and a 32-commit chunk cut the plan into segments of 32, 5
     and 9 commits: one program runs them all, and its results equal a run of one
@@ -73,8 +73,9 @@ def test_one_compiled_loop_serves_segments_of_every_length():
     a, b = chunked.execute(plan), one_by_one.execute(plan)
     assert chunked.compiled_programs() == 1 == one_by_one.compiled_programs()
     assert a.n_commits == b.n_commits == 120
-    np.testing.assert_equal(a.evals, b.evals)  # NaN accuracy of a quadratic equals NaN
-    for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params), strict=True):
-        np.testing.assert_array_equal(x, y)
-    for key in a.metrics:
-        np.testing.assert_array_equal(a.metrics[key], b.metrics[key], err_msg=key)
+    # Parameters and the rule's state are the same bits (the design's guarantee). Sums that
+    # are only reported (the batch loss, GEM's energies, the evaluations) are fused into
+    # each loop body as XLA sees fit, and XLA's reduction code differs by instruction set
+    # (AVX and AVX2 round a 32-commit loop's batch loss one ulp off a 1-commit loop's):
+    # they agree within the documented 1e-6 relative.
+    assert_same(a, b, metrics_rtol=1e-6)
