@@ -22,6 +22,7 @@ both are started and stopped through gemsim/_ray_local.py, which keeps the signa
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from contextlib import suppress
@@ -34,7 +35,7 @@ from gemsim import timing
 from ._compiled import Compiled
 from ._job import RealJob, RealRun
 from ._server import ServerBook, WorkerEvent
-from ._worker import WORKER_XLA_FLAGS
+from ._worker import worker_xla_flags
 
 POLL_S = 0.2
 Progress = Callable[[int, int], None]
@@ -156,7 +157,7 @@ class _Driver:
 
     def __init__(self, job: RealJob, ray, progress: Progress | None):
         self.job, self.ray, self.progress = job, ray, progress
-        options = {"runtime_env": {"env_vars": {"XLA_FLAGS": WORKER_XLA_FLAGS}}}
+        options = {"runtime_env": {"env_vars": {"XLA_FLAGS": worker_xla_flags(os.environ)}}}
         self.Server = ray.remote(_Server)
         self.Worker = ray.remote(**options)(_Worker)
         self.events: list[WorkerEvent] = []

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Mapping
 
 import jax
 import numpy as np
@@ -30,6 +31,14 @@ from ._shared import SharedArray
 # One XLA thread per worker process: a worker stands for one device, and n multi-threaded
 # workers on a few cores would only fight over them.
 WORKER_XLA_FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+
+
+def worker_xla_flags(environ: Mapping[str, str]) -> str:
+    """The `XLA_FLAGS` of a worker started from `environ`: the server's own flags, then one
+    XLA thread (later flags win). The server's flags are kept because XLA's code, hence a
+    commit's last bits, depends on them (`--xla_cpu_max_isa`): a replay in the server's
+    environment must compute what the workers computed."""
+    return " ".join(f for f in (environ.get("XLA_FLAGS", "").strip(), WORKER_XLA_FLAGS) if f)
 
 
 def worker_main(
@@ -54,7 +63,7 @@ def use_worker_environment(environ: dict[str, str]) -> None:
     XLA reads `XLA_FLAGS` when JAX first makes its CPU client; JAX read `JAX_PLATFORMS` when
     the fork server imported it, hence the config."""
     os.environ.clear()
-    os.environ.update(environ, XLA_FLAGS=WORKER_XLA_FLAGS, JAX_PLATFORMS="cpu")
+    os.environ.update(environ, XLA_FLAGS=worker_xla_flags(environ), JAX_PLATFORMS="cpu")
     jax.config.update("jax_platforms", "cpu")
 
 
