@@ -47,6 +47,7 @@ def one_by_one(tmp_path_factory):
     return manifests(out, rows)
 
 
+@pytest.mark.bitexact
 def test_a_batched_sweep_writes_the_folders_of_one_by_one(tmp_path, one_by_one):
     out, rows = gemsim.run_file(write(tmp_path, SWEEP), out=tmp_path / "auto", quiet=True)
     batched = manifests(out, rows)

@@ -56,6 +56,7 @@ def scenario(tmp_path_factory):
     return gemsim.load_scenario(path)
 
 
+@pytest.mark.bitexact
 def test_replay_of_a_real_run_on_a_user_model_is_bit_exact(scenario):
     real = run(scenario, backend="process")
     assert real.status.value == "ok" and len(real.trace) == 120

@@ -87,6 +87,7 @@ STATEFUL = {
 }
 
 
+@pytest.mark.bitexact
 @pytest.mark.parametrize("name", list(STATEFUL))
 def test_a_restarted_life_is_a_worker_that_never_committed(name):
     """Worker 1 restarts after commit 5 and pulls version 7; relabelling that new life as

@@ -12,6 +12,8 @@ from engine_helpers import assert_same, leaves
 from gemsim import config, engine, rules, timing
 from gemsim.app._stages import build_problem
 
+pytestmark = pytest.mark.bitexact
+
 N_WORKERS = 4
 
 

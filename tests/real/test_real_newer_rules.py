@@ -13,7 +13,7 @@ from real_helpers import (
 
 from gemsim.app import run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bitexact]
 
 
 @pytest.mark.parametrize("name", list(NEWER_RULES))

@@ -13,6 +13,8 @@ import pytest
 from gemsim.engine._step import _materialize
 from gemsim.rules import stored
 
+pytestmark = pytest.mark.bitexact
+
 BOUNDARIES = pytest.mark.parametrize("boundary", [stored, _materialize], ids=["stored", "work"])
 
 
