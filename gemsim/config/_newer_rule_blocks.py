@@ -69,7 +69,8 @@ class FedbuffBlock(Block):
 
 class FedasyncBlock(Block):
     """`weight` as for `staleness` (`inverse`, `{kind: polynomial, a}`, `{kind: hinge, a, b}`,
-    `constant`); FedAsync's polynomial with a = 0.5 by default."""
+    `constant`), evaluated at the paper's t - tau (the commit's staleness plus one); FedAsync's
+    polynomial with a = 0.5 by default."""
 
     rule: Literal["fedasync"]
     lr: PositiveFloat
@@ -116,11 +117,12 @@ class GapAwareBlock(Block):
     rule: Literal["gap_aware"]
     lr: PositiveFloat
     momentum: Momentum = 0.0
+    ema: Annotated[float, Field(ge=0, lt=1)] = 0.999  # decay of C's mean square
 
     def build(self) -> rules.Rule:
         from gemsim import rules
 
-        return rules.gap_aware(lr=self.lr, momentum=self.momentum)
+        return rules.gap_aware(lr=self.lr, momentum=self.momentum, ema=self.ema)
 
 
 class EamsgdBlock(Block):
@@ -131,7 +133,7 @@ class EamsgdBlock(Block):
     alpha: MixingRate | None = None
     rho: PositiveFloat | None = None
     window: PositiveInt = 10
-    momentum: Momentum = 0.9
+    momentum: Momentum = 0.99  # the paper's delta
 
     @model_validator(mode="after")
     def _alpha_or_rho(self):

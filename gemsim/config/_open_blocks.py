@@ -291,7 +291,8 @@ def _blamed_argument(exc: Exception, factory: Any, kwargs: dict) -> str | None:
 
 
 def _default_inner() -> OptaxBlock:
-    return OptaxBlock(name="adamw", learning_rate=1e-3)
+    # DiLoCo's inner optimizer (weight decay 0.1, its Table 5), as `rules.local` builds it.
+    return OptaxBlock(name="adamw", learning_rate=1e-3, weight_decay=0.1)
 
 
 def _default_outer() -> OptaxBlock:
@@ -317,8 +318,10 @@ class LocalBlock(Block):
         if not isinstance(data, dict) or data.get("lr") is None:
             return data
         inner = data.get("inner")
-        if inner is None:
-            inner = {"name": _default_inner().name}
+        if inner is None:  # the default inner optimizer, at the given rate
+            default = _default_inner()
+            inner = {"name": default.name, **default.kwargs}
+            inner.pop("learning_rate")
         if isinstance(inner, dict) and "learning_rate" not in inner:
             return {**data, "inner": {**inner, "learning_rate": data["lr"]}}
         return data

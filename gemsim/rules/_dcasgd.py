@@ -1,15 +1,19 @@
 """Delay-compensated ASGD (DC-ASGD).
 
 Zheng et al. 2017, "Asynchronous Stochastic Gradient Descent with Delay
-Compensation", https://arxiv.org/abs/1609.08326. The server corrects a stale
-gradient with a cheap diagonal approximation of the Hessian, ``lam * g * g``::
+Compensation" (ICML), https://arxiv.org/abs/1609.08326, Algorithm 3 (the
+parameter server). The server corrects a stale gradient with a cheap diagonal
+approximation of the Hessian, ``lam * g * g``::
 
     theta <- theta - lr * (g + lam * g * g * (theta - x0))
 
-where ``x0`` is the point the gradient was taken at. The adaptive variant
-(DC-ASGD-a) uses a per-parameter ``lam = lam0 / sqrt(MS + 1e-7)`` with ``MS``
-a moving mean of ``g * g`` kept per worker; ``MS`` is updated with the current
-gradient *before* it is used, as in the paper's algorithm.
+where ``x0`` is the point the gradient was taken at (the paper's ``w_bak(m)``,
+the model worker m pulled). The adaptive variant (DC-ASGD-a) uses a
+per-parameter ``lam = lam0 / sqrt(MS + 1e-7)`` with ``MS`` a moving mean of
+``g * g``; ``MS`` is updated with the current gradient *before* it is used, as
+in the paper. The paper writes ``MeanSquare(t)`` without saying whose gradients
+it averages; gemsim keeps one per worker (it lives in the worker process, and
+starts anew when the process does).
 """
 
 from typing import NamedTuple

@@ -7,10 +7,14 @@ threshold ``tau_c``::
 
     theta <- theta - lr * min(1, tau_c / tau) * g        # factor 1 while tau <= tau_c
 
-With ``tau_c`` of the order of the number of workers a gradient of typical delay keeps the
-full step; only the few very delayed ones (a straggler's) are damped, which is what makes the
-method robust to a handful of very slow workers. The threshold defaults to the number of
-workers the rule is initialised for.
+The paper's delay-adaptive stepsize is ``gamma`` while ``tau_k <= tau_C`` and
+``min(gamma, 1 / (4 L tau_k))`` beyond; at ``gamma = 1 / (4 L tau_C)`` that is
+``gamma tau_C / tau_k``, the factor above. Every gradient is applied, so the paper's
+iterations are commits and ``tau`` is the commit's staleness. With ``tau_c`` of the order of
+the number of workers a gradient of typical delay keeps the full step; only the few very
+delayed ones (a straggler's) are damped, which is what makes the method robust to a handful
+of very slow workers. The threshold defaults to the number of workers the rule is
+initialised for.
 """
 
 from typing import NamedTuple

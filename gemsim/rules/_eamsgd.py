@@ -1,22 +1,27 @@
 """Asynchronous EAMSGD: elastic averaging with Nesterov momentum on the workers.
 
 Zhang, Choromanska & LeCun 2015, "Deep learning with Elastic Averaging SGD" (NeurIPS),
-https://arxiv.org/abs/1412.6651, Algorithm 2. Each worker explores with its own variable
-``x`` and velocity ``v`` (Nesterov momentum ``delta``, the paper's δ); every ``window``
-local steps (the paper's τ) it and the centre pull toward each other, as in EASGD::
+https://arxiv.org/abs/1412.6651, Algorithm 2 (asynchronous EAMSGD, processing by worker i).
+Each worker explores with its own variable ``x^i`` and velocity ``v^i`` (Nesterov momentum,
+the paper's delta); every ``window`` steps (the paper's tau) it and the centre ``x~`` pull
+toward each other, as in EASGD. The worker's loop, ``t^i`` counting its steps::
 
-    repeat window:  v <- momentum * v - lr * g(x + momentum * v);  x <- x + v
-    e     = alpha * (x - theta)
-    x     <- x - e
-    theta <- theta + e
+    x <- x^i
+    if tau divides t^i:
+        x^i <- x^i - alpha * (x - x~)
+        x~  <- x~ + alpha * (x - x~)
+    v^i <- momentum * v^i - lr * g(x + momentum * v^i)
+    x^i <- x^i + v^i
+    t^i <- t^i + 1
 
-The velocity is not touched by the elastic exchange. The gradient is taken at the
-look-ahead point ``x + momentum * v``, so that is where the engine's local iterate sits;
-``x`` and ``v`` themselves are the worker state. As in gemsim's ``easgd``, the first
-gradient after an exchange is taken from the exchanged variable (the paper's pseudo-code
-takes that one gradient before the exchange, so that it can overlap the communication).
-A new worker process (a join, a restart) starts at the centre it pulls with zero velocity;
-a plain pull (a barrier) keeps both.
+The velocity is not touched by the exchange. The gradient is taken at the look-ahead point
+``x + momentum * v^i``, so that is where the engine's local iterate sits; for the step that
+follows an exchange, ``x`` is the variable *before* the exchange (the worker computes that
+gradient while the exchange travels) and the step moves the exchanged variable. A commit is
+the exchange after ``window`` local steps; the worker state keeps ``x^i``, ``v^i`` and the
+point before the exchange. The momentum defaults to the paper's delta = 0.99 (its
+experiments). A new worker process (a join, a restart) starts at the centre it pulls with
+zero velocity; a plain pull (a barrier) keeps its state.
 """
 
 from typing import NamedTuple
@@ -31,15 +36,18 @@ from gemsim.types import PyTree
 
 class EamsgdWorkerState(NamedTuple):
     """Attributes:
-    x: the worker's variable, like params; the initial parameters at the start.
+    x: the worker's variable ``x^i``, like params; the initial parameters at the start.
     v: its velocity, like params; zeros at the start.
+    last: the point whose look-ahead the next gradient is taken at: the variable before the
+      last exchange (the paper's ``x``), or ``x`` itself after a local step; like params.
     """
 
     x: PyTree
     v: PyTree
+    last: PyTree
 
 
-def eamsgd(lr: float, alpha: float, window: int = 10, momentum: float = 0.9) -> _base.Rule:
+def eamsgd(lr: float, alpha: float, window: int = 10, momentum: float = 0.99) -> _base.Rule:
     """Asynchronous elastic averaging with Nesterov momentum on the workers.
 
     Args:
@@ -47,7 +55,8 @@ def eamsgd(lr: float, alpha: float, window: int = 10, momentum: float = 0.9) -> 
       alpha: moving rate of the elastic exchange, in (0, 1] (``alpha = rho * lr`` in the
         paper's notation).
       window: local steps between exchanges (the paper's tau); integer >= 1.
-      momentum: the workers' Nesterov momentum (the paper's delta), in [0, 1).
+      momentum: the workers' Nesterov momentum (the paper's delta), in [0, 1); 0.99 by
+        default, the paper's.
 
     Returns:
       The rule; worker state :class:`EamsgdWorkerState`, no server state, info
@@ -62,15 +71,12 @@ def eamsgd(lr: float, alpha: float, window: int = 10, momentum: float = 0.9) -> 
     momentum = _base.check_real("eamsgd: momentum", momentum, low=0.0, high=1.0, high_open=True)
 
     def init(params, n_workers):
-        row = lambda: EamsgdWorkerState(x=params, v=otu.tree_zeros_like(params))
+        row = lambda: EamsgdWorkerState(x=params, v=otu.tree_zeros_like(params), last=params)
         return _base.RuleState(_base.empty_state(), _base.init_workers(n_workers, row))
-
-    def lookahead(ws):
-        return _base.tree_axpy(momentum, ws.v, ws.x)
 
     def start(snapshot, ws):
         del snapshot  # the worker continues from its own variable
-        return lookahead(ws)
+        return _base.tree_axpy(momentum, ws.v, ws.last)
 
     def init_acc(x0):
         del x0
@@ -79,18 +85,19 @@ def eamsgd(lr: float, alpha: float, window: int = 10, momentum: float = 0.9) -> 
     def local_step(y, acc, g, ws):
         del y  # the look-ahead point, where g was taken
         v = jax.tree.map(lambda vl, gl: momentum * vl - lr * gl, ws.v, g)
-        new_ws = EamsgdWorkerState(otu.tree_add(ws.x, v), v)
-        return lookahead(new_ws), acc, new_ws
+        x = otu.tree_add(ws.x, v)
+        return _base.tree_axpy(momentum, v, x), acc, EamsgdWorkerState(x, v, x)
 
     def commit(theta, server, ws, work, ctx):
         del ctx  # elastic averaging ignores staleness
         e = jax.tree.map(lambda xw, c: alpha * (xw - c), ws.x, theta)
         new_theta = jax.tree.map(jnp.add, theta, e)
-        new_ws = EamsgdWorkerState(otu.tree_sub(ws.x, e), ws.v)
+        new_ws = EamsgdWorkerState(otu.tree_sub(ws.x, e), ws.v, ws.x)
         info = _base.CommitInfo(_base.update_norm(e), _base.unit_weight())
         return new_theta, server, new_ws, info
 
-    # on_pull: the default (a new process starts x at the centre it pulled and v at zero).
+    # on_pull: the default (a new process starts x and last at the centre it pulled and v at
+    # zero; a plain pull keeps all three).
     return _base.Rule(
         name="eamsgd",
         init=init,

@@ -1,17 +1,25 @@
 """Asynchronous elastic averaging SGD (EASGD).
 
-Zhang, Choromanska & LeCun 2015, "Deep learning with Elastic Averaging SGD",
-https://arxiv.org/abs/1412.6651. Each worker explores with its own local
-variable ``x_w`` (plain SGD, ``window`` steps per commit); at a commit the
-worker and the centre pull toward each other by the elastic difference::
+Zhang, Choromanska & LeCun 2015, "Deep learning with Elastic Averaging SGD" (NeurIPS),
+https://arxiv.org/abs/1412.6651, Algorithm 1 (asynchronous EASGD, processing by worker i).
+Each worker explores with its own variable ``x^i`` (plain SGD); every ``window`` steps (the
+paper's tau) it and the centre ``x~`` pull toward each other by the elastic difference. The
+worker's loop, ``t^i`` counting its steps::
 
-    e     = alpha * (x_w - theta)
-    x_w  <- x_w - e
-    theta <- theta + e
+    x <- x^i
+    if tau divides t^i:
+        x^i <- x^i - alpha * (x - x~)
+        x~  <- x~ + alpha * (x - x~)
+    x^i <- x^i - lr * g(x)
+    t^i <- t^i + 1
 
-The pulled snapshot is not used: the worker continues from its own ``x_w``. A new worker
-process (a late join, a restart) starts its local variable at the centre it pulls; a plain
-pull (a barrier) leaves it where it is.
+The gradient of a step that follows an exchange is taken at ``x``, the variable *before* the
+exchange (so that the worker computes it while the exchange travels), and applied to the
+exchanged variable. gemsim follows that order: a commit is the exchange after ``window``
+local steps; the worker state keeps the exchanged variable and the point before the exchange,
+where the next local phase takes its first gradient. The pulled snapshot is not used. A new
+worker process (a late join, a restart) starts its variable, and that point, at the centre it
+pulls; a plain pull (a barrier) leaves both where they are.
 """
 
 from typing import NamedTuple
@@ -28,10 +36,13 @@ class EasgdWorkerState(NamedTuple):
     """One worker's local variable.
 
     Attributes:
-      x: the worker's parameters, like params; the initial parameters at the start.
+      x: the worker's variable ``x^i``, like params; the initial parameters at the start.
+      last: where the worker's next gradient is taken: its variable before its last
+        exchange (the paper's ``x``), or ``x`` itself after a local step; like params.
     """
 
     x: PyTree
+    last: PyTree
 
 
 def easgd(lr: float, alpha: float, window: int) -> _base.Rule:
@@ -55,29 +66,32 @@ def easgd(lr: float, alpha: float, window: int) -> _base.Rule:
     window = _base.check_int("easgd: window", window, 1)
 
     def init(params, n_workers):
-        row = lambda: EasgdWorkerState(x=params)
+        row = lambda: EasgdWorkerState(x=params, last=params)
         return _base.RuleState(_base.empty_state(), _base.init_workers(n_workers, row))
 
     def start(snapshot, ws):
         del snapshot
-        return ws.x
+        return ws.last  # the first gradient after an exchange: at the point before it
 
     def init_acc(x0):
         del x0
         return ()  # nothing to accumulate: the commit needs only the local variable
 
     def local_step(x, acc, g, ws):
-        return _base.tree_axpy(-lr, g, x), acc, ws
+        del x  # where g was taken; the step moves the worker's variable
+        stepped = _base.tree_axpy(-lr, g, ws.x)
+        return stepped, acc, EasgdWorkerState(stepped, stepped)
 
     def commit(theta, server, ws, work, ctx):
-        del ws, ctx  # elastic averaging ignores staleness
-        e = jax.tree.map(lambda xw, c: alpha * (xw - c), work.x, theta)
+        del ctx  # elastic averaging ignores staleness
+        e = jax.tree.map(lambda xw, c: alpha * (xw - c), ws.x, theta)
         new_theta = jax.tree.map(jnp.add, theta, e)
-        new_ws = EasgdWorkerState(x=otu.tree_sub(work.x, e))
+        new_ws = EasgdWorkerState(x=otu.tree_sub(ws.x, e), last=ws.x)
         info = _base.CommitInfo(_base.update_norm(e), _base.unit_weight())
         return new_theta, server, new_ws, info
 
-    # on_pull: the default (a new process starts x at the centre it pulled; else x stays).
+    # on_pull: the default (a new process starts x and last at the centre it pulled; else
+    # both stay).
     return _base.Rule(
         name="easgd",
         init=init,

@@ -1,17 +1,24 @@
 """FedAsync: local (optionally proximal) SGD, mixed into the centre by a staleness weight.
 
 Xie, Koyejo & Gupta 2019, "Asynchronous Federated Optimization",
-https://arxiv.org/abs/1903.03934, Algorithm 1. A worker takes ``window`` SGD steps on its
-loss plus the proximal term ``rho / 2 * |x - x_pulled|^2`` (``rho = 0``: plain local SGD);
-the server mixes the result into the centre with a weight that decays with the commit's
-staleness ``tau`` (the paper's ``t - tau``)::
+https://arxiv.org/abs/1903.03934, Algorithm 1. A worker that received the global model
+``x_tau`` (with its timestamp ``tau``) takes ``window`` SGD steps on its loss plus the
+proximal term ``rho / 2 * |x - x_tau|^2`` (``rho = 0``: plain local SGD); at its epoch
+``t`` (``t = 1, 2, ...``: the t-th update creates ``x_t``) the server's updater mixes the
+result in with a weight that decays with ``t - tau``::
 
-    x <- x_pulled;  repeat window: x <- x - lr * (g(x) + rho * (x - x_pulled))
-    a     = alpha * s(tau)
-    theta <- (1 - a) * theta + a * x
+    x <- x_tau;  repeat window: x <- x - lr * (g(x) + rho * (x - x_tau))
+    alpha_t = alpha * s(t - tau)
+    x_t     = (1 - alpha_t) * x_{t-1} + alpha_t * x
 
-``s`` is one of the staleness weight functions of ``gemsim.rules._staleness``: the paper's
-constant, polynomial ``(tau + 1)^-a`` (the default, ``a = 0.5``) and hinge, or 1/(tau + 1).
+A worker that received the latest model ``x_{t-1}`` has ``t - tau = 1``: the paper's
+staleness counts the update itself. In gemsim's terms commit ``k`` (from 0) creates version
+``k + 1`` from a worker that pulled version ``p``, so ``t - tau = k + 1 - p``, the commit's
+staleness plus one, and ``s`` is evaluated there: a fresh commit gets ``s(1)``, which for the
+default polynomial ``s(t - tau) = (t - tau + 1)^-a`` with ``a = 0.5`` is ``2^-0.5 = 0.71``,
+so its mixing weight is ``0.71 * alpha``. ``s`` is one of the staleness weight functions of
+``gemsim.rules._staleness`` applied to ``t - tau``: the paper's constant, polynomial and hinge
+(``1`` while ``t - tau <= b``), or ``1 / (t - tau + 1)``.
 """
 
 from collections.abc import Callable
@@ -27,8 +34,8 @@ from gemsim.rules._staleness import Polynomial
 class FedasyncInfo(NamedTuple):
     """Attributes:
     update_norm: L2 norm of the change of the centre, float32, ().
-    weight: the staleness weight ``s(tau)``, float32, ().
-    mixing: the mixing weight ``a = alpha * s(tau)``, float32, ().
+    weight: the staleness weight ``s(t - tau)``, float32, ().
+    mixing: the mixing weight ``alpha_t = alpha * s(t - tau)``, float32, ().
     """
 
     update_norm: jax.Array
@@ -43,16 +50,18 @@ def fedasync(
     window: int = 8,
     weight: Callable[[jax.Array], jax.Array] = Polynomial(0.5),  # noqa: B008
 ) -> _base.Rule:
-    """FedAsync: ``theta <- (1 - a) theta + a x_local`` with ``a = alpha * weight(tau)``.
+    """FedAsync: ``theta <- (1 - a) theta + a x_local`` with ``a = alpha * weight(t - tau)``.
 
     Args:
       lr: learning rate of the workers' local steps; > 0.
-      alpha: mixing weight of a fresh commit, in (0, 1].
+      alpha: the paper's mixing hyperparameter, in (0, 1]; a commit's mixing weight is
+        ``alpha * weight(t - tau)`` (``t - tau = 1`` for a fresh commit).
       rho: weight of the proximal term pulling local steps back to the pulled parameters;
         >= 0 (0: none).
       window: local steps per commit; integer >= 1.
-      weight: ``tau -> s(tau)`` in [0, 1]: :class:`~gemsim.rules.Polynomial` (default, a =
-        0.5), :class:`~gemsim.rules.Hinge`, :class:`~gemsim.rules.ConstantWeight`,
+      weight: ``s``, called with the paper's ``t - tau`` (the commit's staleness plus one,
+        >= 1), in [0, 1]: :class:`~gemsim.rules.Polynomial` (default, a = 0.5),
+        :class:`~gemsim.rules.Hinge`, :class:`~gemsim.rules.ConstantWeight`,
         :class:`~gemsim.rules.Inverse`, or any jit-able callable.
 
     Returns:
@@ -80,7 +89,7 @@ def fedasync(
         return _base.tree_axpy(-lr, g, x), anchor, ws
 
     def commit(theta, server, ws, work, ctx):
-        s = _base.as_float(weight(ctx.staleness))
+        s = _base.as_float(weight(ctx.staleness + 1))  # the paper's t - tau
         a = alpha * s
         new_theta = jax.tree.map(lambda t, x: (1.0 - a) * t + a * x, theta, work.x)
         norm = _base.update_norm(jax.tree.map(jnp.subtract, new_theta, theta))

@@ -11,9 +11,12 @@ round's mean pseudo-gradient to an outer optax optimizer::
     delta  =  x_pulled - x
     u, s_out = outer.update(mean(delta over the round), s_out, theta);  theta += u
 
-Under an asynchronous protocol every commit is its own round (the outer step is taken at
-each commit). The inner optimizer's state lives in the worker process: it is kept across its
-commits and reset when a new process starts (a join or a restart).
+Under an asynchronous protocol every commit is its own round (the outer step is taken at each
+commit). The default optimizers are DiLoCo's (its Table 5 hyperparameters): AdamW with weight
+decay 0.1 inside, Nesterov SGD with learning rate 0.7 and momentum 0.9 outside; the default
+inner learning rate, 1e-3, is gemsim's (DiLoCo's language models used 4e-4 with a warm-up and
+a cosine schedule). The inner optimizer's state lives in the worker process: it is kept across
+its commits and reset when a new process starts (a join or a restart).
 """
 
 from typing import NamedTuple
@@ -53,7 +56,7 @@ def _checked(name: str, tx: object) -> optax.GradientTransformation:
     return tx
 
 
-DEFAULT_INNER_LR = 1e-3
+DEFAULT_INNER_LR, DEFAULT_INNER_WEIGHT_DECAY = 1e-3, 0.1
 DEFAULT_OUTER_LR, DEFAULT_OUTER_MOMENTUM = 0.7, 0.9
 
 
@@ -66,7 +69,8 @@ def local(
     """Local steps of ``inner`` on the workers, ``outer`` on the pseudo-gradients at the server.
 
     Args:
-      inner: the workers' optimizer; None: ``optax.adamw(lr)`` (DiLoCo's inner optimizer).
+      inner: the workers' optimizer; None: ``optax.adamw(lr, weight_decay=0.1)`` (DiLoCo's
+        inner optimizer; optax's own default weight decay is 1e-4).
       outer: the server's optimizer; None: ``optax.sgd(0.7, momentum=0.9, nesterov=True)``
         (DiLoCo's outer optimizer).
       window: inner steps per commit; integer >= 1.
@@ -87,7 +91,8 @@ def local(
         if inner is not None:
             raise ValueError("local: lr is the default inner optimizer's; give lr or inner")
     if inner is None:
-        inner = optax.adamw(DEFAULT_INNER_LR if lr is None else lr)
+        rate = DEFAULT_INNER_LR if lr is None else lr
+        inner = optax.adamw(rate, weight_decay=DEFAULT_INNER_WEIGHT_DECAY)
     if outer is None:
         outer = optax.sgd(DEFAULT_OUTER_LR, momentum=DEFAULT_OUTER_MOMENTUM, nesterov=True)
     inner, outer = _checked("inner", inner), _checked("outer", outer)

@@ -1,18 +1,27 @@
 """Rennala SGD: the server waits for a batch of gradients at its current parameters.
 
 Tyurin & Richtárik 2023, "Optimal Time Complexities of Parallel Stochastic Optimization
-Methods Under a Fixed Computation Model" (NeurIPS), https://arxiv.org/abs/2305.12387, the
-Rennala SGD method. The server holds ``theta`` fixed while it collects ``batch`` gradients
-computed at ``theta`` (a worker may contribute several; a gradient computed at older
-parameters is discarded), then steps with their mean::
+Methods Under a Fixed Computation Model" (NeurIPS), https://arxiv.org/abs/2305.12387,
+Algorithm "Rennala SGD" (server) with its worker method. The server holds ``x^k`` fixed while
+it collects ``S = batch`` gradients computed at ``x^k`` (a worker may contribute several; a
+gradient computed at older parameters is discarded), then steps with their mean. Its loop,
+with ``(g, k')`` a gradient and the index of the point it was computed at::
 
-    if g was computed at the current theta:  s <- s + g;  b <- b + 1
-    if b == batch:  theta <- theta - lr * s / batch;  s <- 0;  b <- 0;  k <- k + 1
+    for k = 0, 1, ...:
+        g^k = 0;  s = 1
+        while s <= S:
+            receive (g, k') from a worker
+            if k' == k:  g^k = g^k + g / S;  s = s + 1
+            send (x^k, k) to that worker
+        x^{k+1} = x^k - lr * g^k
 
 Fast workers contribute more gradients to a step than slow ones, and no step waits for the
-slowest worker. "Computed at the current parameters" is tracked with server timestamps
-(``gemsim.rules._timestamps``): a worker's gradient counts when the timestamp it pulled is
-the server's. The batch size defaults to the number of workers.
+slowest worker. Indices are server timestamps (``gemsim.rules._timestamps``): a worker's
+gradient counts when the index it received is the server's. The worker whose gradient
+completes a batch is sent ``(x^k, k)`` *before* the step, as the loop above does, so its next
+gradient carries index ``k`` after the server moved to ``k + 1`` and is always discarded;
+gemsim records that old index for it (where gemsim computes that gradient does not matter:
+it is discarded). The batch size defaults to the number of workers.
 """
 
 from typing import NamedTuple
@@ -85,6 +94,8 @@ def rennala(lr: float, batch: int | None = None) -> _base.Rule:
         )
         norm = jnp.where(step, _base.update_norm(update), jnp.float32(0))
         info = DelayInfo(norm, current.astype(jnp.float32), _base.as_float(tau))
-        return new_theta, new_server, PulledAt(timestamp), info
+        # "send (x^k, k) to the worker" comes before the step: a worker is sent the index k
+        # of this commit's start, also when its gradient completed the batch.
+        return new_theta, new_server, PulledAt(server.timestamp), info
 
     return _base.Rule(name="rennala", init=init, commit=commit, on_pull=_timestamps.pull_timestamp)

@@ -1,9 +1,12 @@
 """Staleness-weighted ASGD: the server adds ``weight(tau) * dtheta``.
 
 With the default :class:`Inverse` weight ``1/(tau+1)`` this is the GEM paper's
-"adaptive staleness" baseline (DynSGD as dist-keras ships it). The other
+"adaptive staleness" baseline (DynSGD as dist-keras ships it), ``tau`` the commit's
+staleness (commits since the worker pulled; 0 for a fresh commit). The other
 weights are FedAsync's staleness functions (Xie, Koyejo & Gupta 2019,
-https://arxiv.org/abs/1903.03934).
+https://arxiv.org/abs/1903.03934). The weights are functions of their argument
+only: this rule passes ``tau``, while ``fedasync`` passes its paper's ``t - tau``,
+the staleness plus one (see ``gemsim.rules._fedasync``).
 """
 
 import dataclasses

@@ -1,13 +1,14 @@
 """Server timestamps for rules whose delays count server updates rather than commits.
 
-A rule that discards or buffers commits (``rennala``, ``fedbuff``) moves the central variable
-less often than workers commit, and its paper counts a gradient's delay in those updates.
-(``ringmaster`` discards commits too but judges each by its staleness in commits, as every
-other rule does; its docstring says how that differs from the paper's count.) The server
-keeps ``timestamp`` (updates applied so far) in its state; each worker records the timestamp
-of the parameters it pulled: at its own commit (it pulls right after) and, through
-``on_pull``, at any other pull (a join, a restart, a barrier). The delay of a commit is
-``server.timestamp - ws.pulled_at``. ``softsync`` keeps the same bookkeeping.
+A rule that discards or buffers commits (``ringmaster``, ``rennala``, ``fedbuff``) moves the
+central variable less often than workers commit, and its paper counts a gradient's delay in
+those updates: a discarded or buffered commit does not age the gradients still in flight. The
+server keeps ``timestamp`` (updates applied so far) in its state; each worker records the
+timestamp of the parameters it received: at its own commit (it pulls right after) and, through
+``on_pull``, at any other pull (a join, a restart, a barrier); ``rennala``'s worker whose
+gradient completes a batch records the timestamp before that step, as its paper's server sends
+it. The delay of a commit is ``server.timestamp - ws.pulled_at``. ``softsync`` keeps the same
+bookkeeping.
 """
 
 from typing import NamedTuple
@@ -35,9 +36,8 @@ class DelayInfo(NamedTuple):
       update_norm: L2 norm of the change applied to the central parameters (0 at commits
         that are buffered or discarded), float32, ().
       weight: the weight given to the commit (0 when discarded), float32, ().
-      delay: the delay the rule judged the commit by, float32, (): server updates between
-        the worker's pull and this commit for ``rennala`` and ``fedbuff``; the commit's
-        staleness (commits since the pull, discarded ones included) for ``ringmaster``.
+      delay: the delay the rule judged the commit by, float32, (): server updates (applied
+        gradients, steps, buffer flushes) between the worker's pull and this commit.
     """
 
     update_norm: jax.Array

@@ -53,6 +53,10 @@ def reference(trace, h, update):
 
 
 def gem_update(lr, mu=0.9, kappa=1.0, pi_max=5.0, eps=1e-12):
+    """GEM (Hermans & Louppe 2018, Algorithm 1, with the authors' code's gradient at the value
+    pulled right after the worker's own commit): m <- mu m + dtheta; d = theta - s;
+    pi = clip((kappa |m| - |d|) / (|dtheta| + eps), 0, pi_max); theta <- theta + pi dtheta."""
+
     def update(k, w, x, theta, tau, state, h):
         m, s = state.setdefault(w, (np.zeros_like(theta), state[("pulled", w)]))
         dth = F(-lr) * (h * x)
@@ -66,6 +70,9 @@ def gem_update(lr, mu=0.9, kappa=1.0, pi_max=5.0, eps=1e-12):
 
 
 def sgd_update(lr, weight=lambda tau: 1.0):
+    """DOWNPOUR with one local step (Dean et al. 2012), and the GEM paper's staleness baseline
+    theta <- theta - lr weight(tau) g (DynSGD's 1 / (tau + 1))."""
+
     def update(k, w, x, theta, tau, state, h):
         return (theta - F(lr * weight(tau)) * (h * x)).astype(F)
 

@@ -38,6 +38,7 @@ BLOCKS = [
     {"rule": "fedasync", "lr": 0.1, "weight": {"kind": "hinge", "a": 10, "b": 4}},
     {"rule": "server_momentum", "lr": 0.1, "momentum": 0.8, "implicit_correction": True},
     {"rule": "gap_aware", "lr": 0.1},
+    {"rule": "gap_aware", "lr": 0.1, "momentum": 0.9, "ema": 0.99},
     {"rule": "eamsgd", "lr": 0.1, "alpha": 0.2, "window": 4, "momentum": 0.99},
     {"rule": "eamsgd", "lr": 0.1, "rho": 2.0},
     {"rule": "local", "lr": 0.01, "window": 4},
@@ -85,6 +86,7 @@ def test_block_round_trips_and_builds_its_rule(block):
         ({"rule": "eamsgd", "lr": 0.1}, "alpha"),
         ({"rule": "local", "lr": 0.1, "inner": {"name": "adamw", "learning_rate": 0.2}}, "lr"),
         ({"rule": "gap_aware", "lr": 0.1, "window": 2}, "window"),
+        ({"rule": "gap_aware", "lr": 0.1, "ema": 1.0}, "ema"),
     ],
 )
 def test_bad_block_is_refused_naming_the_field(block, field):
@@ -101,6 +103,7 @@ def test_rule_factories_refuse_bad_values_naming_them():
         (rules.fedasync, dict(lr=0.1, weight="poly"), "weight"),
         (rules.server_momentum, dict(lr=0.1, implicit_correction="yes"), "implicit_correction"),
         (rules.gap_aware, dict(lr=0.1, momentum=1.0), "momentum"),
+        (rules.gap_aware, dict(lr=0.1, ema=-0.5), "ema"),
         (rules.eamsgd, dict(lr=0.1, alpha=0.0), "alpha"),
         (rules.local, dict(lr=0.1, inner=rules.sync(0.1)), "lr"),
     ]:

@@ -1,5 +1,7 @@
-"""The newer rules in both executors: the batched (wavefront) executor gives the sequential
-executor's parameters and diagnostics on a trace with a late join and a restart."""
+"""Rules with server timestamps, buffers, discards, gaps and local optimizers in both
+executors: the batched (wavefront) executor gives the sequential executor's parameters and
+diagnostics on a trace with a late join and a restart (the classic rules:
+test_engine_batched.py)."""
 
 import jax
 import numpy as np
