@@ -15,7 +15,7 @@ import jax
 import numpy as np
 import pytest
 from compiles import count_compiles
-from engine_helpers import assert_same, cluster, curvature, execute, quadratic
+from engine_helpers import assert_reported, assert_same, cluster, curvature, execute, quadratic
 
 from gemsim import engine, rules, timing
 from gemsim.engine._layout import initial_slots
@@ -102,14 +102,17 @@ def test_engine_equals_numpy_loop_on_heterogeneous_trace(rule, update):
     assert not np.allclose(expected, 1.0)  # the run moved
 
 
+@pytest.mark.bitexact
 def test_chunking_does_not_change_results():
+    """Parameters bit for bit; the reported per-commit sums within the documented 1e-6 (each
+    loop length fuses them its own way)."""
     trace = heterogeneous_trace(budget=150)
     problem = quadratic()
     a = execute(rules.gem(lr=0.001), problem, trace, chunk=512)
     b = execute(rules.gem(lr=0.001), problem, trace, chunk=8, eval_every=7)
     np.testing.assert_array_equal(a.params["theta"], b.params["theta"])
     for name in a.metrics:
-        np.testing.assert_array_equal(a.metrics[name], b.metrics[name])
+        assert_reported(a.metrics[name], b.metrics[name], 1e-6, err_msg=name)
 
 
 def test_evaluations_happen_every_n_commits_and_at_the_end():
@@ -121,6 +124,7 @@ def test_evaluations_happen_every_n_commits_and_at_the_end():
     assert out.evals[129]["train_loss"] == pytest.approx(0.5 * np.sum(h * theta**2), rel=1e-5)
 
 
+@pytest.mark.bitexact
 @pytest.mark.parametrize("chunk", [512, 8])
 def test_divergence_keeps_the_last_finite_state(chunk):
     trace = heterogeneous_trace(budget=300)
@@ -158,6 +162,7 @@ def _executor(kind, rule, problem, n):
     return cls(rule, problem, params=problem.init_params, n_workers=n, chunk=16)
 
 
+@pytest.mark.bitexact
 @pytest.mark.parametrize("kind", ["sequential", "batched"])
 def test_a_run_written_over_the_last_runs_slots_gives_a_fresh_executors_result(kind):
     """An executor writes a run's initial rows into the slots its last run left (host fills,
