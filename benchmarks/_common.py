@@ -22,7 +22,7 @@ import numpy as np
 import psutil
 
 import gemsim.engine
-from gemsim.engine import BatchedExecutor
+from gemsim.engine import WavefrontExecutor
 from gemsim.engine._choice import ExecutorKind, resolve_executor
 from gemsim.problems import Cnn, Mnist5k, make_problem
 from gemsim.rules import gem
@@ -139,7 +139,7 @@ def make_executor(kind: str, rule, problem, n_workers: int, max_width: int | Non
     """The executor ``kind`` (sequential, batched, or auto: the engine's own choice for this
     device and n) starting from the problem's initial parameters."""
     cls = resolve_executor(ExecutorKind(kind), n_workers)
-    extra = {"max_width": max_width} if cls is BatchedExecutor else {}
+    extra = {"max_width": max_width} if cls is WavefrontExecutor else {}
     return cls(rule, problem, params=problem.init_params, n_workers=n_workers, chunk=CHUNK, **extra)
 
 
@@ -159,7 +159,7 @@ def plan_runner(ex, plan) -> Callable[[], int]:
 
 def executor_name(ex) -> str:
     """``sequential`` or ``batched``: which executor class ``ex`` is."""
-    return "batched" if isinstance(ex, BatchedExecutor) else "sequential"
+    return "wavefront" if isinstance(ex, WavefrontExecutor) else "sequential"
 
 
 @dataclass

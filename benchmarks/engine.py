@@ -12,8 +12,8 @@ the training images alive on the device, and gives their bytes and the process's
 For each n in ``--workers`` it measures the samples per second (commits * 64 /
 seconds of ``execute``, compiled beforehand; the timing simulation is not included) of
 
-- the sequential executor, and on a GPU the batched (wavefront) executor too (``--executors``
-  picks; on a CPU the batched one is the slower by half, and ``executor: auto`` never takes
+- the sequential executor, and on a GPU the wavefront executor too (``--executors``
+  picks; on a CPU the wavefront one is the slower by half, and ``executor: auto`` never takes
   it there);
 
 and, on the same device in the same process, plain synchronous SGD of the same model with
@@ -294,7 +294,7 @@ def sync_variants(w: Workload, problem, samples: int, workers: list[int]) -> lis
 def default_executors(platform: str) -> list[str]:
     """The executors measured unless ``--executors`` says: on a CPU the sequential one alone
     (the one ``executor: auto`` runs there), elsewhere both."""
-    return ["sequential"] if platform == "cpu" else ["sequential", "batched"]
+    return ["sequential"] if platform == "cpu" else ["sequential", "wavefront"]
 
 
 def key(v: Variant) -> str:
@@ -469,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--executors",
         nargs="+",
-        choices=["sequential", "batched"],
+        choices=["sequential", "wavefront"],
         default=None,
         help="default: sequential on a CPU, both on an accelerator",
     )

@@ -41,7 +41,7 @@ def hashes(traces: int, commits: int, execute: bool) -> dict[str, dict]:
             data.pop("seeds", None)
             if data.get("eval"):
                 data["eval"] = {**data["eval"], "every": commits}
-            cut = config.validate(data, name, base_dir=path.parent)
+            cut = config.parse_scenario(data, name, base_dir=path.parent)
             entry["traces"].append(simulate_timing(cut).sha256())
             if execute and cut.problem is not None and cut.optimizer is not None:
                 result = run(cut)

@@ -9,16 +9,16 @@ not the engine alone. Workloads (scenario files written by this script):
   compute times, GEM, ``--commits`` commits per run, 8 seeds: every run shares one compiled
   program;
 - ``logistic-lrs``: the same with 8 learning rates and one seed: one by one, 8 compiled
-  programs (a learning rate is a constant of the code compiled for one run); batched, one
+  programs (a learning rate is a constant of the code compiled for one run); together, one
   (the learning rates are traced).
 
-Variants: ``jobs1`` (one process, one run after another: ``engine.batch_runs=off``),
-``jobs2`` (``--jobs 2``, one run per unit), ``batched`` (``engine.batch_runs=auto``, the
+Variants: ``jobs1`` (one process, one run after another: ``engine.many_runs=off``),
+``jobs2`` (``--jobs 2``, one run per unit), ``together`` (``engine.many_runs=auto``, the
 default: the 8 runs in one program, in one process). Add a row by adding to ``VARIANTS`` or a
 workload to ``WORKLOADS``. Rounds are interleaved (every variant once per round, so that
 drifts of the machine hit all alike); figures are medians over rounds. Every variant's runs
 must give the trace and parameter hashes of the first variant's, or the script says which
-did not; ``batched`` only the traces (its parameters are the same bits only where XLA's
+did not; ``together`` only the traces (its parameters are the same bits only where XLA's
 vmapped arithmetic is: the README's "Many runs in one program"; ``same params`` counts them).
 
 Columns: ``wall s`` of the command; ``CPU s``, user + system seconds of the command and its
@@ -49,11 +49,11 @@ from pathlib import Path
 
 import yaml
 
-OFF = ["--set", "engine.batch_runs=off"]
+OFF = ["--set", "engine.many_runs=off"]
 VARIANTS: dict[str, list[str]] = {
     "jobs1": OFF,
     "jobs2": ["--jobs", "2", *OFF],
-    "batched": ["--set", "engine.batch_runs=auto"],
+    "together": ["--set", "engine.many_runs=auto"],
 }
 RUNS = 8
 LRS = [0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2]
@@ -133,7 +133,7 @@ def measure(workload: str, commits: int, variants: list[str], rounds: int, tmp: 
             rounds_of[v].append({"wall_s": got["wall"], "cpu_s": got["cpu"], **split(got["runs"])})
             hashes = {k: x["hashes"] for k, x in got["runs"].items()}
             reference = reference or hashes
-            if v == "batched":  # traces equal; parameters where XLA's vmapped arithmetic is
+            if v == "together":  # traces equal; parameters where XLA's vmapped arithmetic is
                 hashes = {k: (h[0], reference[k][1]) for k, h in hashes.items()}
                 same = sum(h == reference[k] for k, h in got_params(got).items())
                 rounds_of[v][-1]["same_params"] = same

@@ -21,8 +21,8 @@ __getattr__, __dir__, _names = lazy_exports(
     __name__,
     {
         "gemsim.config": ["load_scenario"],
-        "gemsim.app": ["RunResult", "run", "run_file", "run_sweep", "simulate_timing"],
-        "gemsim.results": ["load_results"],
+        "gemsim.app": ["run", "run_file", "run_sweep", "simulate_timing"],
+        "gemsim.results": ["RunResult", "load_results"],
     },
 )
 __all__ = ["__version__", *_names]

@@ -63,7 +63,7 @@ def _interval(low: float, high: float, low_open: bool, high_open: bool) -> str:
 
 def is_traced(value: object) -> bool:
     """A value JAX traces (it has an abstract value): a hyperparameter of runs executed
-    together in one program (`engine: {batch_runs}`), each run's own value having been
+    together in one program (`engine: {many_runs}`), each run's own value having been
     checked when its scenario was loaded. Checks pass it through unchanged."""
     return hasattr(value, "aval")
 

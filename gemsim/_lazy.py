@@ -9,21 +9,36 @@ from __future__ import annotations
 
 import importlib
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 
 def lazy_exports(
-    package: str, table: Mapping[str, Sequence[str]]
+    package: str,
+    table: Mapping[str, Sequence[str]],
+    deprecated: Mapping[str, str] | None = None,
 ) -> tuple[Callable[[str], object], Callable[[], list[str]], list[str]]:
     """``(__getattr__, __dir__, __all__)`` for ``package``.
 
     Args:
         package: the package's ``__name__``.
         table: module (relative, e.g. ``"._specs"``, or absolute) -> the names it exports.
+        deprecated: old name -> the exported name that replaces it, or ``"module:name"``
+            when it moved to another package; the old one still works for a release, with a
+            DeprecationWarning, and is not in ``__all__``.
     """
     where = {name: module for module, names in table.items() for name in names}
+    renamed = dict(deprecated or {})
 
     def __getattr__(name: str) -> object:
+        if name in renamed:
+            module, _, new = renamed[name].rpartition(":")
+            warnings.warn(
+                f"{package}.{name} is deprecated; use {module or package}.{new}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return getattr(importlib.import_module(module), new) if module else __getattr__(new)
         module = where.get(name)
         if module is None:
             return _submodule(package, name)

@@ -1,15 +1,11 @@
 """The `gemsim` command: parse, call `gemsim.app`, print. Nothing else lives here.
 
-Exit codes: 0 every run finished (`ok`, or `diverged`: a divergence is a result); 1 a
-`validate` check failed; 2 a user error (a bad file, field, value or argument; never a
-traceback; checked for every run before the first starts); 3 some run `failed` (its id and
-first error line go to stderr); 130 / 143 interrupted by SIGINT / SIGTERM.
-
-Interrupts: SIGINT (Ctrl-C; unless it was ignored when gemsim started, as in a background
-job of a non-interactive shell) and SIGTERM (what Slurm, Kubernetes and Ray send) end any
-command: `run` on the process backend within 10 s (20 s on Ray, which takes seconds to stop),
-every worker process or actor stopped, shared memory released, no folder written for the run
-in progress, finished run folders of the sweep kept (`--resume` skips them). Further signals
+Exit codes are `gemsim.app.ExitCode` (`gemsim --help` prints them). Interrupts: SIGINT
+(Ctrl-C; unless it was ignored when gemsim started, as in a background job of a
+non-interactive shell) and SIGTERM (what Slurm, Kubernetes and Ray send) end any command:
+`run` on the process backend within `SHUTDOWN_BOUND_S` (Ray: `RAY_SHUTDOWN_BOUND_S`), every
+worker process or actor stopped, shared memory released, no folder written for the run in
+progress, finished run folders of the sweep kept (`--resume` skips them). Further signals
 during that clean-up are ignored.
 """
 
@@ -25,16 +21,14 @@ import typer
 
 from gemsim import __version__
 from gemsim._checks import UserError
-
-EXIT_CODES = """Exit codes: 0 every run ok or diverged; 1 a validate check failed; 2 a user error
-(bad file, field, value or argument); 3 some run failed; 130/143 interrupted by SIGINT/SIGTERM
-(within 10 s on the process backend, 20 s on Ray; no process left; finished runs kept)."""
+from gemsim.app import EXIT_CODES_HELP, ExitCode
 
 app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
-    help="gemsim: simulate staleness in asynchronous SGD, with real gradients.\n\n" + EXIT_CODES,
+    help="gemsim: simulate staleness in asynchronous SGD, with real gradients.\n\n"
+    + EXIT_CODES_HELP,
 )
 
 
@@ -44,7 +38,8 @@ class Backend(StrEnum):
     ray = "ray"
 
 
-class Cluster(StrEnum):
+class Scheduler(StrEnum):
+    local = "local"
     ray = "ray"
 
 
@@ -94,18 +89,18 @@ def _root(
 def user_errors(func):
     """Errors the user can fix: one message on stderr and exit code 2, no traceback. Also
     interrupts: SIGTERM raises like Ctrl-C inside the command, and either ends it with 143 or
-    130 once the clean-up it triggers is done (gemsim/app/_signals.py)."""
+    130 once the clean-up it triggers is done (`gemsim.app.interruptible`)."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        from gemsim.app._signals import exit_code, exit_now, interruptible
+        from gemsim.app import exit_code, exit_now, interruptible
 
         with interruptible() as interrupts:
             try:
                 return func(*args, **kwargs)
             except UserError as exc:
                 typer.echo(f"error: {exc}", err=True)
-                raise typer.Exit(code=2) from None
+                raise typer.Exit(code=ExitCode.USER_ERROR) from None
             except KeyboardInterrupt as exc:
                 code = exit_code(exc, interrupts)
                 typer.echo(f"interrupted by {_signal_name(code)}: {INTERRUPTED}", err=True)
@@ -141,8 +136,7 @@ def trace(
 
     Example: gemsim trace scenarios/timing/lognormal.yaml --set workers.count=32
     """
-    from gemsim.app import trace_scenario
-    from gemsim.app._render import render_trace_report
+    from gemsim.app import render_trace_report, trace_scenario
 
     for report in trace_scenario(file, overrides=set_ or [], out=out):
         if as_json:
@@ -168,18 +162,23 @@ def run(
         int,
         typer.Option(
             min=1,
-            help="Run sweep points in N worker processes on this machine; with --cluster, "
+            help="Run sweep points in N job processes on this machine; with --scheduler ray, "
             "the most Ray tasks in flight.",
         ),
     ] = 1,
-    cluster: Annotated[
-        Cluster | None,
-        typer.Option(help="ray: send the runs to Ray as tasks (--address joins a cluster)."),
-    ] = None,
+    scheduler: Annotated[
+        Scheduler,
+        typer.Option(
+            "--scheduler",
+            "--cluster",
+            help="local: here or in --jobs processes; ray: send the runs to Ray as tasks "
+            "(--address joins a cluster). --cluster is its 0.2 name.",
+        ),
+    ] = Scheduler.local,
 ) -> None:
     """Run every point of the scenario's sweep: timing, then real gradients; write run folders.
 
-    With --jobs N the points run in N worker processes, with --cluster ray as Ray tasks (a
+    With --jobs N the points run in N job processes, with --scheduler ray as Ray tasks (a
     local instance, or the cluster at --address); this process writes every run folder, and
     the results are those of one-by-one runs. With --backend process (or ray) each point runs
     for real in worker processes (actors) and its recorded trace is written instead of a
@@ -189,8 +188,7 @@ def run(
 
     Example: gemsim run scenarios/paper/fig1.yaml --jobs 2 --resume
     """
-    from gemsim.app import run_file
-    from gemsim.app._render import render_summary
+    from gemsim.app import render_summary, run_file
 
     def as_line(out_dir: Path, row) -> None:
         _echo_json({"results": str(out_dir), **_fields(row)})
@@ -204,7 +202,7 @@ def run(
         backend=backend.value,
         address=address,
         jobs=jobs,
-        cluster=None if cluster is None else cluster.value,
+        scheduler=scheduler.value,
         on_row=as_line if as_json else None,
     )
     if not as_json:
@@ -225,7 +223,7 @@ def _exit_on_failures(rows) -> None:
         for r in failed:
             first = (r.error or "").splitlines()[0] if r.error else "no error recorded"
             typer.echo(f"run {r.run_id} failed: {first}", err=True)
-        raise typer.Exit(code=3)
+        raise typer.Exit(code=ExitCode.RUN_FAILED)
 
 
 @app.command()
@@ -246,8 +244,7 @@ def replay(
 
     Example: gemsim replay results/real/3f2a9c1d4e5b scenarios/sim_vs_real.yaml
     """
-    from gemsim.app import replay_file
-    from gemsim.app._render import render_summary
+    from gemsim.app import render_summary, replay_file
 
     out_dir, row = replay_file(trace_file, file, out=out, overrides=set_ or [], quiet=quiet)
     if as_json:
@@ -294,8 +291,7 @@ def calibrate(
 
     Example: gemsim calibrate results/real/3f2a9c1d4e5b --out calibrated.yaml
     """
-    from gemsim.app import calibrate_folder
-    from gemsim.app._render import render_fits
+    from gemsim.app import calibrate_folder, render_fits
 
     calibrated = calibrate_folder(run_dir)
     path = calibrated.write(out)
@@ -329,8 +325,7 @@ def validate(
 
     Example: gemsim validate scenarios/sim_vs_real.yaml --json
     """
-    from gemsim.app import validate_file
-    from gemsim.app._render import render_validation
+    from gemsim.app import render_validation, validate_file
 
     report = validate_file(
         file, backend=backend.value, out=out, overrides=set_ or [], address=address, quiet=quiet
@@ -340,7 +335,7 @@ def validate(
     else:
         typer.echo(render_validation(report))
     if not report.passed:
-        raise typer.Exit(code=1)
+        raise typer.Exit(code=ExitCode.CHECK_FAILED)
 
 
 @app.command()
@@ -356,8 +351,7 @@ def show(
 
     Example: gemsim show scenarios/quickstart.yaml; gemsim show results/quickstart/<run_id>
     """
-    from gemsim.app import show_file, show_run
-    from gemsim.app._render import render_show_file, render_show_run
+    from gemsim.app import render_show_file, render_show_run, show_file, show_run
 
     if target.is_dir():
         manifest = show_run(target)
@@ -390,8 +384,7 @@ def ls(
 
     Example: gemsim ls results/quickstart --sort final_train_loss
     """
-    from gemsim.app import list_runs
-    from gemsim.app._render import render_listing
+    from gemsim.app import list_runs, render_listing
 
     rows = list_runs(results_dir, sort=sort)
     if as_json:

@@ -23,7 +23,7 @@ import yaml
 from gemsim import timing
 from gemsim._atomic import atomic_write_text
 from gemsim._checks import UserError
-from gemsim.config import validate, window_of
+from gemsim.config import parse_scenario, window_of
 from gemsim.trace import CommitTrace
 
 MANIFEST_FILE = "manifest.json"
@@ -114,7 +114,7 @@ def calibrate_folder(run_dir: str | os.PathLike[str]) -> CalibratedRun:
         raise UserError(
             str(manifest_path), "config: missing or not a mapping (not a gemsim run manifest?)"
         )
-    original = validate(config, str(manifest_path))
+    original = parse_scenario(config, str(manifest_path))
     trace_path = run_dir / TRACE_FILE
     trace = _read_trace(trace_path, original.workers.count)
     if trace.n_workers != original.workers.count:
@@ -129,7 +129,7 @@ def calibrate_folder(run_dir: str | os.PathLike[str]) -> CalibratedRun:
     except ValueError as exc:
         raise UserError(str(trace_path), str(exc)) from None
     data = calibrated_config(config, calibration, commits=len(trace))
-    validate(data, f"calibration of {run_dir}")
+    parse_scenario(data, f"calibration of {run_dir}")
     run_id = str(manifest.get("run_id") or run_dir.name)
     return CalibratedRun(run_dir, run_id, data, calibration)
 

@@ -9,18 +9,10 @@ never share a folder, and `--resume` skips a folder only when identity and kind 
 from __future__ import annotations
 
 import hashlib
-from enum import StrEnum
+
+from gemsim.types import RunKind
 
 RUN_ID_LENGTH = 12
-
-
-class RunKind(StrEnum):
-    """What produced a run's trace."""
-
-    SIM = "sim"  # the timing model
-    REPLAY = "replay"  # a saved trace, replayed by the engine
-    PROCESS = "process"  # real worker processes
-    RAY = "ray"  # real Ray actors
 
 
 def run_identity(config_hash: str, kind: RunKind, *, trace_sha256: str | None = None) -> str:

@@ -1,8 +1,10 @@
-"""The record of a run: its metrics frame, its parameters by leaf path, its manifest (built
-here and nowhere else, once per run), and its line in the summary table."""
+"""What a run's record is made of: its identity, its metrics frame, its parameters by leaf
+path, its manifest (built here and nowhere else, once per run), and its line in the summary
+table. The record itself is `gemsim.results.RunResult`."""
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -12,26 +14,14 @@ import numpy as np
 
 from gemsim import config, timing
 from gemsim.config import ExpandedRun, Scenario
-from gemsim.results import Manifest, params_sha256
+from gemsim.results import Manifest, RunResult, params_sha256
 from gemsim.trace import CommitTrace
 from gemsim.types import PyTree, Status
 
 from ._identity import RunKind, run_id_of, run_identity
-from ._provenance import provenance
+from ._provenance import provenance, utc_now
 
 EVAL_COLUMNS = ("train_loss", "test_loss", "test_accuracy")
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """A finished run: final central parameters, its trace and metrics, and its manifest."""
-
-    run_id: str
-    status: Status
-    params: PyTree
-    trace: CommitTrace
-    metrics: Any  # pandas.DataFrame
-    manifest: Manifest
 
 
 @dataclass(frozen=True)
@@ -109,7 +99,6 @@ def _base_fields(who: RunIdentity, *, started_at: str, ended_at: str) -> dict[st
         run_id=who.run_id,
         identity=who.identity,
         kind=who.kind.value,
-        backend=who.kind.value if who.kind in (RunKind.PROCESS, RunKind.RAY) else "sim",
         config=who.expanded.config,
         config_hash=who.expanded.config_hash,
         seed=scenario.seed,
@@ -150,6 +139,52 @@ def run_manifest(
         executor=executor,
         worker_events=worker_events,
     )
+
+
+def run_result(
+    who: RunIdentity,
+    trace: CommitTrace,
+    out,
+    *,
+    started: float,
+    started_at: str,
+    executor: str | None = None,
+    worker_events: tuple[dict[str, Any], ...] = (),
+    wall_seconds: float | None = None,
+) -> RunResult:
+    """The record of a finished run from the engine's output `out` (its wall time measured
+    from `started`, a `time.perf_counter()` value, unless `wall_seconds` gives it)."""
+    params = flat_params(out.params)
+    wall = time.perf_counter() - started if wall_seconds is None else wall_seconds
+    manifest = run_manifest(
+        who,
+        trace,
+        out,
+        params,
+        wall_seconds=wall,
+        started_at=started_at,
+        ended_at=utc_now(),
+        executor=executor,
+        worker_events=worker_events,
+    )
+    return RunResult(manifest, trace, metrics_frame(trace, out), params)
+
+
+def failed_result(
+    who: RunIdentity, exc: BaseException, *, wall_seconds: float, started_at: str
+) -> RunResult:
+    """The record of a run that raised, or whose process was lost: status `failed`, the
+    error, an empty trace and no parameters."""
+    import pandas as pd
+
+    manifest = failed_manifest(
+        who, exc, wall_seconds=wall_seconds, started_at=started_at, ended_at=utc_now()
+    )
+    empty = CommitTrace.from_columns(
+        time=[], worker=[], pulled_version=[], compute_time=[], queue_time=[], service_time=[],
+        n_workers=who.expanded.scenario.workers.count, duration=0.0,
+    )  # fmt: skip
+    return RunResult(manifest, empty, pd.DataFrame(), {})
 
 
 def failed_manifest(

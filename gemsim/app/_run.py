@@ -6,28 +6,20 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable
+import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
-from gemsim import config, results
+from gemsim import config
 from gemsim.config import ExpandedRun, Scenario, ScenarioError
+from gemsim.results import RunResult
 from gemsim.trace import CommitTrace
+from gemsim.types import BACKENDS, Progress
 
 from ._identity import RunKind
 from ._provenance import api_call, utc_now
-from ._record import (
-    RunIdentity,
-    RunResult,
-    expanded_of,
-    flat_params,
-    metrics_frame,
-    run_manifest,
-)
-from ._stages import EXECUTORS, build_problem, build_rule, check_problem, real_job, require
-
-BACKENDS = ("sim", "process", "ray")
-
-Progress = Callable[[int, int], None]
+from ._record import RunIdentity, expanded_of, run_result
+from ._stages import EXECUTORS, build_problem, check_problem, real_job, require
 
 
 @api_call("gemsim.run")
@@ -67,25 +59,15 @@ def _run_sim(who: RunIdentity, trace: CommitTrace | None, progress: Progress | N
 
     scenario = who.expanded.scenario
     started, started_at = time.perf_counter(), utc_now()
-    rule, problem = build_rule(scenario), build_problem(scenario)
+    rule, problem = config.build_rule(scenario), build_problem(scenario)
     if trace is None:
         trace = timing.simulate(config.build_cluster(scenario), seed=scenario.seed)
     plan = engine.plan_of(trace, window=rule.window, eval_every=scenario.eval.every)
     executor = EXECUTORS.get(scenario, rule, problem, trace.n_workers)
     out = executor.execute(plan, problem=problem, params=problem.init_params, progress=progress)
-    params = flat_params(out.params)
-    manifest = run_manifest(
-        who,
-        trace,
-        out,
-        params,
-        wall_seconds=time.perf_counter() - started,
-        started_at=started_at,
-        ended_at=utc_now(),
-        executor=type(executor).__name__,
+    return run_result(
+        who, trace, out, started=started, started_at=started_at, executor=type(executor).__name__
     )
-    metrics = metrics_frame(trace, out)
-    return RunResult(who.run_id, out.status, out.params, trace, metrics, manifest)
 
 
 def _run_real(expanded: ExpandedRun, kind: RunKind, progress, address) -> RunResult:
@@ -95,20 +77,11 @@ def _run_real(expanded: ExpandedRun, kind: RunKind, progress, address) -> RunRes
     require(scenario, "problem")
     started, started_at = time.perf_counter(), utc_now()
     done = real.run_backend(kind.value, real_job(scenario), progress=progress, address=address)
-    out, trace = done.result, done.trace
-    params = flat_params(out.params)
+    events = tuple(dataclasses.asdict(e) for e in done.events)
     who = RunIdentity.of(expanded, kind)
-    manifest = run_manifest(
-        who,
-        trace,
-        out,
-        params,
-        wall_seconds=time.perf_counter() - started,
-        started_at=started_at,
-        ended_at=utc_now(),
-        worker_events=tuple(dataclasses.asdict(e) for e in done.events),
+    return run_result(
+        who, done.trace, done.result, started=started, started_at=started_at, worker_events=events
     )
-    return RunResult(who.run_id, out.status, out.params, trace, metrics_frame(trace, out), manifest)
 
 
 def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> None:
@@ -142,12 +115,10 @@ def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> 
 
 
 def write_result(out_dir: Path, result: RunResult) -> Path:
-    """The run folder of a finished run (atomically, see gemsim.results.write_run)."""
-    return results.write_run(
-        out_dir,
-        result.run_id,
-        result.manifest,
-        result.trace,
-        result.metrics,
-        flat_params(result.params),
+    """Deprecated: `result.write(out_dir)`."""
+    warnings.warn(
+        "gemsim.app.write_result is deprecated; use RunResult.write(out_dir)",
+        DeprecationWarning,
+        stacklevel=2,
     )
+    return result.write(out_dir)

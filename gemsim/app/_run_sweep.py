@@ -1,9 +1,10 @@
 """`gemsim run` over a whole sweep, and `gemsim.run_sweep`: expand, check every run, skip the
-finished ones (`resume`), execute the rest here, in `jobs` worker processes or on a Ray
-cluster, and write one run folder per run.
+finished ones (`resume`), execute the rest here, in `jobs` job processes or on a Ray cluster
+(`scheduler`), and write one run folder per run.
 
 The driver (this process) is the only writer of run folders, whoever computed them: work
-comes back as outcomes and each is written atomically as it arrives. A run that raises is
+comes back as records (`gemsim.results.RunResult`) and each is written atomically as it
+arrives. A run that raises is
 recorded `failed` and the sweep goes on; a unit whose process or node is lost is recorded
 `failed` too (after Ray's retries on a cluster), so `--resume` runs it again.
 """
@@ -21,19 +22,21 @@ from typing import Any
 from gemsim import config, results
 from gemsim._checks import UserError
 from gemsim.config import ExpandedRun, Scenario, ScenarioError
+from gemsim.results import RunResult
+from gemsim.types import BACKENDS, RunKind
 
-from ._batches import plan_batches
-from ._execute import Outcome, Unit, execute_unit, here, lost_unit
-from ._identity import RunKind
+from ._execute import Unit, execute_unit, here, lost_unit
+from ._many_runs_plan import plan_many_runs
 from ._progress import ProgressBar, SweepProgress
 from ._provenance import api_call, command_line
 from ._record import RunIdentity, SweepRow, summary_row
-from ._run import BACKENDS, preflight
+from ._run import preflight
 from ._stages import compile_key
 from ._sweep_local import LocalPool, Lost
 from ._sweep_ray import RayPool
 
-CLUSTERS = ("ray",)
+SCHEDULERS = ("local", "ray")
+"""Where the runs of a sweep execute: here or in `--jobs` job processes, or as Ray tasks."""
 
 OnRow = Callable[[Path, SweepRow], None]
 
@@ -49,27 +52,30 @@ def run_file(
     backend: str = "sim",
     address: str | None = None,
     jobs: int = 1,
-    cluster: str | None = None,
+    scheduler: str = "local",
     on_row: OnRow | None = None,
+    cluster: str | None = None,
 ) -> tuple[Path, list[SweepRow]]:
     """`gemsim run`: expand the sweep, check every run, run each point (skipping finished
     ones with `resume`), write a run folder per run, and return the results folder and the
     summary rows in sweep order (each also handed to `on_row(out_dir, row)` as its run ends).
 
     Args:
-        jobs: worker processes on this machine (1: run here, one run after another); with
-            `cluster`, the most tasks in flight (and a local Ray instance's CPUs).
-        cluster: "ray" sends the runs to Ray as tasks (`address` names a running cluster;
-            none starts a local instance).
+        jobs: job processes on this machine (1: run here, one run after another); with
+            `scheduler="ray"`, the most tasks in flight (and a local Ray instance's CPUs).
+        scheduler: "local" (here, or `jobs` job processes) or "ray": the runs as Ray tasks
+            (`address` names a running cluster; none starts a local instance).
+        cluster: deprecated name of `scheduler` (0.2: `cluster="ray"`).
     """
     path = Path(path)
-    check_options(str(path), backend=backend, jobs=jobs, cluster=cluster)
+    scheduler = _scheduler(scheduler, cluster)
+    check_options(str(path), backend=backend, jobs=jobs, scheduler=scheduler)
     scenario = config.load_scenario(path, overrides)
     runs = config.expand(scenario, source=str(path), base_dir=path.parent)
     out_dir = Path(out) if out is not None else Path("results") / scenario.name
     rows = sweep(
         runs, str(path), out_dir, resume=resume, quiet=quiet, backend=backend,
-        address=address, jobs=jobs, cluster=cluster, on_row=on_row,
+        address=address, jobs=jobs, scheduler=scheduler, on_row=on_row,
     )  # fmt: skip
     return out_dir, rows
 
@@ -79,19 +85,21 @@ def run_sweep(
     scenario: Scenario | str | Path,
     *,
     jobs: int = 1,
-    cluster: str | None = None,
+    scheduler: str = "local",
     address: str | None = None,
     out: str | Path | None = None,
     overrides: Iterable[str] | Mapping[str, Any] | None = None,
     resume: bool = False,
     quiet: bool = False,
+    cluster: str | None = None,
 ):
     """Run a scenario's whole sweep (as `gemsim run` does) and return its results frame.
 
     Args:
         scenario: a scenario file, or a loaded `Scenario` (its `sweep`, `repeats` and `seeds`
             are expanded as from a file).
-        jobs, cluster, address: where the runs execute (see `run_file`).
+        jobs, scheduler, address: where the runs execute (see `run_file`; `cluster` is the
+            deprecated name of `scheduler`).
         out: the results folder (default `results/<name>`).
         overrides: `path=value` strings or a mapping, applied before expanding.
         resume: skip runs whose folder holds a finished run of the same identity.
@@ -102,19 +110,20 @@ def run_sweep(
         diverged) in the folder. Runs that failed are left out of the frame; a warning names
         them (their folders hold the error).
     """
+    scheduler = _scheduler(scheduler, cluster)
     if isinstance(scenario, str | Path):
         out_dir, rows = run_file(
             scenario, out=out, overrides=overrides, resume=resume, quiet=quiet,
-            jobs=jobs, cluster=cluster, address=address,
+            jobs=jobs, scheduler=scheduler, address=address,
         )  # fmt: skip
     else:
         source = f"<scenario {scenario.name!r}>"
-        check_options(source, backend="sim", jobs=jobs, cluster=cluster)
+        check_options(source, backend="sim", jobs=jobs, scheduler=scheduler)
         scenario = with_overrides(scenario, overrides, source)
         out_dir = Path(out) if out is not None else Path("results") / scenario.name
         rows = sweep(
             config.expand(scenario, source=source), source, out_dir, resume=resume,
-            quiet=quiet, address=address, jobs=jobs, cluster=cluster,
+            quiet=quiet, address=address, jobs=jobs, scheduler=scheduler,
         )  # fmt: skip
     failed = [r for r in rows if r.status == "failed"]
     if failed:
@@ -131,32 +140,42 @@ def with_overrides(scenario: Scenario, overrides, source: str) -> Scenario:
     """A loaded scenario with `path=value` overrides applied (validated again)."""
     if not overrides:
         return scenario
-    from gemsim.config._loader import apply_overrides
-
     data = scenario.model_dump(mode="python", exclude_unset=True)
     try:
-        data = apply_overrides(data, overrides)
+        data = config.apply_overrides(data, overrides)
     except ValueError as exc:
         raise ScenarioError(source, [str(exc)]) from None
-    return config.validate(data, source)
+    return config.parse_scenario(data, source)
 
 
-def check_options(source: str, *, backend: str, jobs: int, cluster: str | None) -> None:
+def _scheduler(scheduler: str, cluster: str | None) -> str:
+    """`scheduler`, or the deprecated `cluster` it replaces."""
+    if cluster is None:
+        return scheduler
+    warnings.warn(
+        "cluster= is deprecated: pass scheduler= (the same values)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return cluster
+
+
+def check_options(source: str, *, backend: str, jobs: int, scheduler: str) -> None:
     """The options of where runs execute, checked before anything is loaded."""
     problems = []
     if backend not in BACKENDS:
         problems.append(f"--backend: {backend!r} is not one of {BACKENDS}")
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         problems.append(f"--jobs: must be an integer >= 1, got {jobs!r}")
-    if cluster is not None and cluster not in CLUSTERS:
-        problems.append(f"--cluster: {cluster!r} is not one of {CLUSTERS}")
-    if backend != "sim" and (cluster is not None or jobs != 1):
+    if scheduler not in SCHEDULERS:
+        problems.append(f"--scheduler: {scheduler!r} is not one of {SCHEDULERS}")
+    if backend != "sim" and (scheduler != "local" or jobs != 1):
         problems.append(
             f"--backend {backend} runs each point for real and measures its wall-clock "
-            "times: it cannot share the machine with other runs (drop --jobs / --cluster)"
+            "times: it cannot share the machine with other runs (drop --jobs / --scheduler)"
         )
-    if cluster == "ray" and importlib.util.find_spec("ray") is None:
-        problems.append("--cluster ray: Ray is not installed (pip install 'gemsim[ray]')")
+    if scheduler == "ray" and importlib.util.find_spec("ray") is None:
+        problems.append("--scheduler ray: Ray is not installed (pip install 'gemsim[ray]')")
     if problems:
         raise UserError(source, problems)
 
@@ -171,7 +190,7 @@ def sweep(
     backend: str = "sim",
     address: str | None = None,
     jobs: int = 1,
-    cluster: str | None = None,
+    scheduler: str = "local",
     on_row: OnRow | None = None,
 ) -> list[SweepRow]:
     """Check every run, skip the finished ones (`resume`), execute the rest, write their
@@ -188,25 +207,24 @@ def sweep(
             rows[i] = _row(out_dir, row, on_row)
         else:
             todo.append(i)
-    batches = plan_batches(who, todo)
-    units = batches.units
+    plan = plan_many_runs(who, todo)
+    units = plan.units
     if not quiet:
-        for note in batches.notes:
+        for note in plan.notes:
             print(note, file=sys.stderr, flush=True)
     work = [
-        Unit(tuple(who[i] for i in unit), pad)
-        for unit, pad in zip(units, batches.pad_to, strict=True)
+        Unit(tuple(who[i] for i in unit), pad) for unit, pad in zip(units, plan.pad_to, strict=True)
     ]
-    where = dict(jobs=jobs, cluster=cluster, address=address)
+    where = dict(jobs=jobs, scheduler=scheduler, address=address)
     command = command_line()
-    # closing(): an exception here (Ctrl-C while a folder is written) stops the workers now,
-    # not when the traceback that holds this generator is collected.
+    # closing(): an exception here (Ctrl-C while a folder is written) stops the job processes
+    # now, not when the traceback that holds this generator is collected.
     with closing(_finished_units(units, work, len(who), quiet=quiet, **where)) as finished:
-        for index, outcomes in finished:
-            for i, outcome in zip(units[index], outcomes, strict=True):
-                outcome = outcome.placed({}, command=command)
-                outcome.write(out_dir)
-                rows[i] = _row(out_dir, summary_row(outcome.manifest), on_row)
+        for index, records in finished:
+            for i, record in zip(units[index], records, strict=True):
+                record = record.placed({}, command=command)
+                record.write(out_dir)
+                rows[i] = _row(out_dir, summary_row(record.manifest), on_row)
     return rows  # type: ignore[return-value]
 
 
@@ -223,16 +241,16 @@ def _finished_units(
     *,
     quiet: bool,
     jobs: int,
-    cluster: str | None,
+    scheduler: str,
     address: str | None,
-) -> Iterator[tuple[int, list[Outcome]]]:
-    """`(unit index, outcomes)` as units finish: here, from a local pool or from Ray."""
-    if cluster is None and jobs == 1:
+) -> Iterator[tuple[int, list[RunResult]]]:
+    """`(unit index, records)` as units finish: here, from a local pool or from Ray."""
+    if scheduler == "local" and jobs == 1:
         yield from _here(units, work, n_runs, quiet)
         return
     progress = SweepProgress(sum(len(u.runs) for u in work), quiet=quiet)
     labels = [unit.label for unit in work]
-    if cluster == "ray":
+    if scheduler == "ray":
         pool = RayPool(address=address, jobs=jobs if jobs > 1 else None)
     else:
         pool = LocalPool(
@@ -242,15 +260,15 @@ def _finished_units(
     try:
         with closing(pool.results(work, keys)) as finished:
             for index, result in finished:
-                outcomes = _outcomes(work[index], result)
-                yield index, outcomes
-                for outcome in outcomes:
-                    progress.finished(labels[index], _finished_line(outcome))
+                records = _records(work[index], result)
+                yield index, records
+                for record in records:
+                    progress.finished(labels[index], _finished_line(record))
     finally:
         progress.close()
 
 
-def _here(units, work, n_runs: int, quiet: bool) -> Iterator[tuple[int, list[Outcome]]]:
+def _here(units, work, n_runs: int, quiet: bool) -> Iterator[tuple[int, list[RunResult]]]:
     """One unit after another in this process, each with its own progress bar."""
     for index, (positions, unit) in enumerate(zip(units, work, strict=True)):
         first = positions[0] + 1
@@ -260,18 +278,18 @@ def _here(units, work, n_runs: int, quiet: bool) -> Iterator[tuple[int, list[Out
             label = f"[{first}-{positions[-1] + 1}/{n_runs}] {len(unit.runs)} runs together"
         bar = ProgressBar(label, quiet=quiet)
         try:
-            outcomes = execute_unit(unit, progress=bar)
+            records = execute_unit(unit, progress=bar)
         finally:
             bar.close()
-        yield index, outcomes
+        yield index, records
 
 
-def local_unit(unit, progress) -> list[Outcome]:
-    """The work of a `--jobs` worker process (module level: it is pickled by reference)."""
+def local_unit(unit, progress) -> list[RunResult]:
+    """The work of a `--jobs` job process (module level: it is pickled by reference)."""
     return execute_unit(unit, progress, where=here("local"))
 
 
-def _outcomes(unit: Unit, result: list[Outcome] | Lost) -> list[Outcome]:
+def _records(unit: Unit, result: list[RunResult] | Lost) -> list[RunResult]:
     if isinstance(result, Lost):
         return lost_unit(
             unit.runs, result.reason, started=result.started, started_at=result.started_at
@@ -279,8 +297,8 @@ def _outcomes(unit: Unit, result: list[Outcome] | Lost) -> list[Outcome]:
     return result
 
 
-def _finished_line(outcome: Outcome) -> str:
-    m = outcome.manifest
+def _finished_line(record: RunResult) -> str:
+    m = record.manifest
     attempt = m.provenance.get("placement", {}).get("attempt")
     retried = f" (retry {attempt} after a lost task)" if attempt else ""
     error = f": {m.error.splitlines()[0]}" if m.error else ""

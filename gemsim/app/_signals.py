@@ -4,8 +4,9 @@ Ctrl-C (SIGINT) raises KeyboardInterrupt; SIGTERM, what Slurm, Kubernetes and Ra
 stop a job, raises `Terminated`, a KeyboardInterrupt too. Whatever catches one (every
 `finally`, the real backends' clean-up, a process pool's shutdown) therefore handles both,
 and `except Exception` (a run that fails is recorded and the sweep goes on) lets both pass:
-an interrupted run is abandoned, not recorded. The command line maps them to exit codes 130
-and 143 (128 + the signal's number, as shells report a death by that signal).
+an interrupted run is abandoned, not recorded. The command line maps them to exit codes
+`ExitCode.SIGINT` and `ExitCode.SIGTERM` (128 + the signal's number, as shells report a death
+by that signal).
 
 A SIGINT that is ignored when the verb starts (a background job of a non-interactive shell
 starts that way, and Python then installs no KeyboardInterrupt handler) stays ignored:
@@ -24,15 +25,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
-# The documented bounds (README, "Real runs"; `gemsim --help`): from the signal to the end
-# of `gemsim run`, every process it started gone. Measured on a 2-core machine: under 0.5 s
-# for the process backend in every state, 2-4 s for a local Ray instance (stopping Ray takes
-# seconds, and Ray still starting checks for signals only when its start-up returns).
-SHUTDOWN_BOUND_S = 10.0
-RAY_SHUTDOWN_BOUND_S = 20.0
-
-EXIT_SIGINT = 128 + signal.SIGINT  # 130
-EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+from ._exit_codes import RAY_SHUTDOWN_BOUND_S as RAY_SHUTDOWN_BOUND_S
+from ._exit_codes import SHUTDOWN_BOUND_S as SHUTDOWN_BOUND_S
 
 
 class Terminated(KeyboardInterrupt):

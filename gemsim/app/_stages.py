@@ -4,12 +4,13 @@ and the job a real backend runs."""
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from gemsim import config
 from gemsim.config import Scenario, ScenarioError
+
+from ._lru import Lru
 
 
 def require(scenario: Scenario, block: str):
@@ -23,24 +24,6 @@ def require(scenario: Scenario, block: str):
     return value
 
 
-class _Lru:
-    """A small least-recently-used map of loaded values."""
-
-    def __init__(self, size: int):
-        self._size = size
-        self._items: OrderedDict[tuple, Any] = OrderedDict()
-
-    def get(self, key: tuple, load):
-        if key in self._items:
-            self._items.move_to_end(key)
-            return self._items[key]
-        value = load()
-        self._items[key] = value
-        while len(self._items) > self._size:
-            self._items.popitem(last=False)
-        return value
-
-
 class ProblemInputs:
     """Loaded user models and data sets on the device, kept for the next runs of a sweep:
     every run (and every worker: batches are gathered from the one array by index) reads the
@@ -48,7 +31,7 @@ class ProblemInputs:
     compiled code. Data sets are large: only the two most recently used are kept."""
 
     def __init__(self, models: int = 8, data: int = 2):
-        self._models, self._data = _Lru(models), _Lru(data)
+        self._models, self._data = Lru(models), Lru(data)
 
     def model(self, spec):
         """``(model, data on the device or None)`` for a model spec (built-ins: themselves)."""
@@ -129,16 +112,11 @@ def check_problem(scenario: Scenario) -> None:
         raise ValueError(f"problem.dataset: {exc}") from None
 
 
-def build_rule(scenario: Scenario):
-    require(scenario, "optimizer")
-    return config.build_rule(scenario)
-
-
 def build_rule_and_problem(resolved: Mapping[str, Any]):
     """`(rule, problem)` from a resolved config: what every process of a real run calls
     (module level, so that a partial of it pickles into spawned processes)."""
     scenario = Scenario.model_validate(dict(resolved))
-    return build_rule(scenario), build_problem(scenario)
+    return config.build_rule(scenario), build_problem(scenario)
 
 
 def real_job(scenario: Scenario):
@@ -168,8 +146,7 @@ class ExecutorCache:
     timing sweeps then compile once). The key is everything the compiled code depends on."""
 
     def __init__(self, size: int = 8):
-        self._size = size
-        self._items: OrderedDict[tuple, Any] = OrderedDict()
+        self._items = Lru(size)
 
     def get(self, scenario: Scenario, rule, problem, n_workers: int):
         import jax
@@ -185,19 +162,16 @@ class ExecutorCache:
             n_workers,
             scenario.engine.chunk,
         )
-        if key in self._items:
-            self._items.move_to_end(key)
-        else:
-            self._items[key] = cls(
+        executor = self._items.get(
+            key,
+            lambda: cls(
                 rule,
                 problem,
                 params=problem.init_params,
                 n_workers=n_workers,
                 chunk=scenario.engine.chunk,
-            )
-            if len(self._items) > self._size:
-                self._items.popitem(last=False)
-        executor = self._items[key]
+            ),
+        )
         # Only the executor in use keeps its last run's slots for the next run: a run's
         # largest buffer (`Executor.initial_carry`), not worth holding for the others.
         for other in self._items.values():

@@ -1,29 +1,31 @@
-"""`gemsim run --jobs N`: the units of a sweep in N worker processes on this machine.
+"""`gemsim run --jobs N`: the units of a sweep in N job processes on this machine.
 
-Workers are spawned (a fresh interpreter: nothing of the driver's JAX state is inherited) and
-each talks to the driver over its own pipe: the driver sends a unit, the worker sends progress
-and then the unit's result. Workers compute and never write: the driver writes every run
-folder (atomically), so a worker killed at any moment leaves nothing half-written, and the
-same driver code serves this pool, a Ray cluster and a single process.
+Job processes are spawned (a fresh interpreter: nothing of the driver's JAX state is
+inherited) and each talks to the driver over its own pipe: the driver sends a unit, the job
+process sends progress and then the unit's records. Job processes compute and never write: the
+driver writes every run folder (atomically), so a job process killed at any moment leaves
+nothing half-written, and the same driver code serves this pool, a Ray cluster and a single
+process. (They are not the simulated workers: those live inside each run.)
 
 No orphans, whatever ends the driver: an exception in it (Ctrl-C, SIGTERM turned into an
-exception, an error) terminates and joins every worker before it propagates; a driver that
-is killed outright is noticed by each worker's watchdog thread within WATCHDOG_S, and the
-worker exits. Workers ignore SIGINT (from their first instruction: they are spawned with it
-blocked): Ctrl-C on a terminal reaches the whole process group, and it is the driver that
-decides what stops. A worker that dies by itself (a crash, the OOM killer) is noticed at
-once (its pipe closes): its unit is reported `Lost` and a new worker takes the next unit.
+exception, an error) terminates and joins every job process before it propagates; a driver
+that is killed outright is noticed by each job process's watchdog thread within WATCHDOG_S,
+and the job process exits. Job processes ignore SIGINT (from their first instruction: they
+are spawned with it blocked): Ctrl-C on a terminal reaches the whole process group, and it is
+the driver that decides what stops. A job process that dies by itself (a crash, the OOM
+killer) is noticed at once (its pipe closes): its unit is reported `Lost` and a new job
+process takes the next unit.
 
-Threads: workers keep the driver's environment and CPUs, and XLA's settings, on purpose.
-XLA's CPU backend sizes its thread pool by the CPUs a process may run on (no flag sets the
-size), and its results depend on them: measured on a 2-core machine, the paper's CNN ends
-128 commits with other parameters in a process limited to one CPU than in one with two.
-Dividing the cores among the workers (pinning each to its share) would therefore make
+Threads: job processes keep the driver's environment and CPUs, and XLA's settings, on
+purpose. XLA's CPU backend sizes its thread pool by the CPUs a process may run on (no flag
+sets the size), and its results depend on them: the paper's CNN ends 128 commits with other
+parameters in a process limited to one CPU than in one with two (benchmarks/RESULTS.md).
+Dividing the cores among the job processes (pinning each to its share) would therefore make
 `--jobs N` compute other numbers than `--jobs 1`. The one knob that leaves the pool alone,
-`--xla_cpu_multi_thread_eigen=false` (single-threaded Eigen calls), changed no result but
-did not help either (8 logistic-regression runs with `--jobs 2`: 111 and 116 s with it, 87
-and 99 s without, on a loaded machine), so it is not set. Each worker may use every core
-for its large operations, and busy workers share the cores through the OS scheduler.
+`--xla_cpu_multi_thread_eigen=false` (single-threaded Eigen calls), changed no result but did
+not make `--jobs 2` faster (benchmarks/RESULTS.md), so it is not set. Each job process may
+use every core for its large operations, and busy ones share the cores through the OS
+scheduler.
 """
 
 from __future__ import annotations
@@ -40,14 +42,15 @@ from multiprocessing.connection import wait
 from typing import Any
 
 from gemsim._spawn import starting_child
+from gemsim.types import Progress
 
 from ._provenance import utc_now
 
-WATCHDOG_S = 0.5  # how often a worker checks that its driver is alive
+WATCHDOG_S = 0.5  # how often a job process checks that its driver is alive
 PROGRESS_EVERY_S = 0.5  # progress messages per unit at most this often
-JOIN_TIMEOUT_S = 10.0  # an idle worker told to stop exits well within this
+JOIN_TIMEOUT_S = 10.0  # an idle job process told to stop exits well within this
 
-Work = Callable[[Any, Callable[[int, int], None]], Any]
+Work = Callable[[Any, Progress], Any]
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,10 @@ class _Slot:
 
 
 class LocalPool:
-    """N spawned worker processes running `work(unit, progress)` on the units of a sweep.
+    """N spawned job processes running `work(unit, progress)` on the units of a sweep.
 
     Args:
-        jobs: worker processes (at most one per unit is started).
+        jobs: job processes (at most one per unit is started).
         work: a module-level function (it is pickled by reference): `work(unit, progress)`
             returns the unit's result; `progress(done, total)` may be called while it runs.
         on_progress: `on_progress(index, done, total)` in the driver, for unit `index`.
@@ -96,11 +99,11 @@ class LocalPool:
     ) -> Iterator[tuple[int, Any]]:
         """`(index, result)` for every unit, in the order they finish; the result is a `Lost`
         when the unit's process died. Close the iterator (or let an exception through) and
-        every worker is terminated and joined before it returns.
+        every job process is terminated and joined before it returns.
 
         `keys[i]` names what unit i compiles (units of equal keys share compiled code): an
-        idle worker takes the next unit of the key it ran last, else one of a key no other
-        worker holds, so that each program is compiled by as few workers as possible.
+        idle job process takes the next unit of the key it ran last, else one of a key no
+        other one holds, so that each program is compiled by as few job processes as possible.
         """
         keys = list(keys) if keys is not None else list(range(len(units)))
         queue = list(range(len(units)))
@@ -122,20 +125,20 @@ class LocalPool:
     def _spawn(self, slot: _Slot) -> None:
         parent, child = self._ctx.Pipe()
         process = self._ctx.Process(
-            target=worker_main,
+            target=job_main,
             args=(child, os.getpid(), self.work),
-            name="gemsim-sweep-worker",
+            name="gemsim-sweep-job",
             daemon=True,
         )
-        with starting_child():  # a signal meanwhile is handled once the slot holds the worker
+        with starting_child():  # a signal meanwhile is handled once the slot holds the process
             process.start()
-            child.close()  # the worker's end lives in the worker only: its death closes the pipe
+            child.close()  # the child's end lives in the child only: its death closes the pipe
             slot.process, slot.conn, slot.unit = process, parent, None
 
     def _assign(self, slot: _Slot, index: int, units: Sequence[Any], keys) -> None:
         slot.unit, slot.key = index, keys[index]
         slot.started, slot.started_at = time.perf_counter(), utc_now()
-        with suppress(OSError):  # the worker died: its closed pipe is seen by the next wait
+        with suppress(OSError):  # the process died: its closed pipe is seen by the next wait
             slot.conn.send(("unit", index, units[index]))
 
     def _receive(self, slots: list[_Slot], queue) -> Iterator[tuple[int, Any]]:
@@ -166,7 +169,7 @@ class LocalPool:
         if queue:
             self._spawn(slot)  # the next units get a fresh process
         if index is not None:
-            reason = f"the worker process (pid {pid}) running it died ({_exit_text(code)})"
+            reason = f"the job process (pid {pid}) running it died ({_exit_text(code)})"
             yield index, Lost(reason, slot.started, slot.started_at)
 
 
@@ -189,7 +192,7 @@ def _exit_text(code: int | None) -> str:
 
 
 def _stop(slots: list[_Slot], *, gently: bool) -> None:
-    """Every worker gone: idle ones are told to stop; any still under way is terminated (its
+    """Every job process gone: idle ones are told to stop; any still under way is terminated (its
     work is dropped: it wrote nothing); one that does not exit in time is killed."""
     for slot in slots:
         if slot.process is None:
@@ -210,10 +213,10 @@ def _stop(slots: list[_Slot], *, gently: bool) -> None:
         slot.process = slot.conn = None
 
 
-# --- the worker process ----------------------------------------------------------------------
+# --- the job process -------------------------------------------------------------------------
 
 
-def worker_main(conn, driver: int, work: Work) -> None:
+def job_main(conn, driver: int, work: Work) -> None:
     """The spawn target: run the units the driver sends until told to stop or it is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides what Ctrl-C stops
     if hasattr(signal, "pthread_sigmask"):  # blocked since the spawn (starting_child)

@@ -1,19 +1,19 @@
-"""`gemsim run --cluster ray [--address ADDR]`: the units of a sweep as Ray tasks.
+"""`gemsim run --scheduler ray [--address ADDR]`: the units of a sweep as Ray tasks.
 
-Each unit is one task; its outcomes (manifest, trace, metrics, parameters) come back through
+Each unit is one task; its records (manifest, trace, metrics, parameters) come back through
 Ray's object store and the driver writes the run folders, so the nodes need gemsim and its
 dependencies but no file system shared with the driver. Without `--address` a local Ray
 instance is started (and stopped at the end); with one, the driver joins that cluster.
 
 A task whose worker process or node is lost is retried by Ray (up to RAY_TASK_RETRIES times;
-an exception inside a run is not retried: it is that run's `failed` result). Each outcome
-records where it ran in its manifest (`provenance.placement`: node, host, pid, and `attempt`,
+an exception inside a run is not retried: it is that run's `failed` record). Each record
+keeps where it ran in its manifest (`provenance.placement`: node, host, pid, and `attempt`,
 0 for the first try), so a retried run says so. A task lost more often than that ends as
 `failed` runs, which `--resume` runs again. On any exit of the driver the tasks still under
 way are cancelled.
 
 A task asks Ray for one CPU, so Ray runs as many at once as the cluster has CPUs. Like the
-workers of `--jobs`, a task keeps XLA's settings: XLA:CPU's results depend on the number of
+job processes of `--jobs`, a task keeps XLA's settings: XLA:CPU's results depend on the number of
 CPUs a process may use (see _sweep_local.py), so a node with as many CPUs as the driver's
 machine computes its numbers; `provenance.placement.cpus` records the count.
 """
@@ -27,8 +27,9 @@ from contextlib import suppress
 from typing import Any
 
 from gemsim import _ray_local as ray_local
+from gemsim.results import RunResult
 
-from ._execute import Outcome, execute_unit, here
+from ._execute import execute_unit, here
 from ._provenance import utc_now
 from ._sweep_local import Lost
 
@@ -36,7 +37,7 @@ RAY_TASK_RETRIES = 3
 POLL_S = 0.5
 
 
-def ray_unit(unit) -> list[Outcome]:
+def ray_unit(unit) -> list[RunResult]:
     """The body of a task (module level: Ray ships it by reference)."""
     import ray
 
@@ -55,7 +56,7 @@ def _attempt(ray) -> int | None:
 
 
 class RayPool:
-    """Runs units as Ray tasks and hands back their outcomes as they finish.
+    """Runs units as Ray tasks and hands back their records as they finish.
 
     Args:
         address: a running cluster to join (`ray start --head`); None starts a local instance
@@ -69,8 +70,8 @@ class RayPool:
 
     def results(
         self, units: Sequence[Any], keys: Sequence[Hashable] | None = None
-    ) -> Iterator[tuple[int, list[Outcome] | Lost]]:
-        """`(index, outcomes)` for every unit, in the order they finish; a `Lost` for one
+    ) -> Iterator[tuple[int, list[RunResult] | Lost]]:
+        """`(index, records)` for every unit, in the order they finish; a `Lost` for one
         whose task failed after Ray's retries. Units go in sweep order and Ray alone decides
         where each runs (`keys`, what each unit compiles, is not used to place them)."""
         if not units:
@@ -101,7 +102,7 @@ class RayPool:
                         ray.cancel(ref, force=True)
 
 
-def _collect(ray, ref, started: float, started_at: str) -> list[Outcome] | Lost:
+def _collect(ray, ref, started: float, started_at: str) -> list[RunResult] | Lost:
     try:
         return ray.get(ref)
     except ray.exceptions.RayError as exc:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from gemsim import timing
 
+from ._errors import ScenarioError
 from ._optimizer import window_of
 from ._problem_blocks import dataset_spec, model_spec
 from ._protocol_blocks import check_protocol, resolve_protocol
@@ -89,9 +90,16 @@ def problem_args(scenario: Scenario) -> tuple[problems.ModelSpec, problems.Datas
 
 
 def build_rule(scenario: Scenario) -> rules.Rule:
-    """The scenario's update rule (imports JAX), checked against the server protocol."""
+    """The scenario's update rule (imports JAX), checked against the server protocol.
+
+    Raises:
+        ScenarioError: the scenario has no `optimizer` block.
+    """
     if scenario.optimizer is None:
-        raise ValueError("the scenario has no `optimizer` block")
+        raise ScenarioError(
+            scenario.name,
+            ["optimizer: required to run (gemsim trace needs only workers and budget)"],
+        )
     check_protocol(scenario)
     return scenario.optimizer.build()
 

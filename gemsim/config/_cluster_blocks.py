@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -155,17 +156,39 @@ class EvalBlock(Block):
 
 
 class EngineBlock(Block):
-    """How runs execute. `batch_runs`: runs of a sweep that share every shape execute together
-    in one compiled program (`auto`: where that is measured to pay, up to a size that fits in
-    memory; `off`; or at most N runs at once). It says how runs execute, not what they are:
-    it is not part of a run's identity."""
+    """How runs execute. `executor`: the sequential loop or the wavefront (vmapped waves of
+    gradients), `auto` picking by device. `many_runs`: runs of a sweep that share every shape
+    execute together in one compiled program (`auto`: where that is measured to pay, up to a
+    size that fits in memory; `off`; or at most N runs at once). It says how runs execute, not
+    what they are: it is not part of a run's identity. 0.2's names `batch_runs` and
+    `executor: batched` are read as these, with a DeprecationWarning."""
 
-    executor: Literal["auto", "sequential", "batched"] = "auto"
+    executor: Literal["auto", "sequential", "wavefront"] = "auto"
     chunk: PositiveInt = 512
-    batch_runs: Literal["auto", "off"] | PositiveInt = "auto"
+    many_runs: Literal["auto", "off"] | PositiveInt = "auto"
 
-    @field_validator("batch_runs", mode="before")
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "batch_runs" in data:
+            _deprecated("engine.batch_runs", "engine.many_runs")
+            if "many_runs" in data:
+                raise ValueError("give engine.many_runs, not also its old name batch_runs")
+            data["many_runs"] = data.pop("batch_runs")
+        if data.get("executor") == "batched":
+            _deprecated("engine.executor: batched", "engine.executor: wavefront")
+            data["executor"] = "wavefront"
+        return data
+
+    @field_validator("many_runs", mode="before")
     @classmethod
     def _yaml_off(cls, value):
         """YAML reads a bare `off` as false."""
         return "off" if value is False else value
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"{old} is deprecated: write {new}", DeprecationWarning, stacklevel=2)

@@ -96,14 +96,16 @@ def set_path(data: Mapping[str, Any], path: str, value: Any) -> dict[str, Any]:
 
 
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str] | Mapping[str, Any]) -> dict:
+    """`data` with each `path=value` override (strings, or a mapping of paths to values) set."""
     items = overrides.items() if isinstance(overrides, Mapping) else map(parse_override, overrides)
     for path, value in items:
         data = set_path(data, path, value)
     return data
 
 
-def validate(data: Mapping[str, Any], source: str, base_dir: Path | None = None) -> Scenario:
-    """Validate a mapping as a Scenario or raise one ScenarioError listing every problem."""
+def parse_scenario(data: Mapping[str, Any], source: str, base_dir: Path | None = None) -> Scenario:
+    """A mapping read as a Scenario (every field checked against the schema), or one
+    ScenarioError naming `source` and listing every problem."""
     try:
         scenario = Scenario.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
@@ -146,7 +148,7 @@ def load_scenario(
             data = apply_overrides(data, overrides)
         except ValueError as exc:
             raise ScenarioError(source, [str(exc)]) from None
-    return validate(data, source, base_dir=path.parent)
+    return parse_scenario(data, source, base_dir=path.parent)
 
 
 # --- error messages -------------------------------------------------------------------------

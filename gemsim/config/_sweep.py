@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import ScenarioError
-from ._loader import set_path, validate
+from ._loader import parse_scenario, set_path
 from ._scenario import Scenario
 
 
@@ -35,9 +35,9 @@ def resolved_config(scenario: Scenario) -> dict[str, Any]:
 
 def config_hash(scenario: Scenario) -> str:
     """The sha256 of what a run is: its resolved configuration, less how it executes beside
-    other runs (`engine.batch_runs`, like `--jobs`)."""
+    other runs (`engine.many_runs`, like `--jobs`)."""
     config = resolved_config(scenario)
-    config["engine"] = {k: v for k, v in config["engine"].items() if k != "batch_runs"}
+    config["engine"] = {k: v for k, v in config["engine"].items() if k != "many_runs"}
     text = json.dumps(config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -74,7 +74,7 @@ def expand(scenario: Scenario, source: str = "<scenario>", base_dir: Path | None
         )
         for repeat, seed in enumerate(seeds):
             where = f"{source} (sweep point {point}, seed {seed})" if point else source
-            run = validate({**data, "seed": seed}, where, base_dir=base_dir)
+            run = parse_scenario({**data, "seed": seed}, where, base_dir=base_dir)
             runs.append(ExpandedRun(run, point, repeat, config_hash(run)))
     return runs
 

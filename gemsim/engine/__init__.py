@@ -1,6 +1,5 @@
 """Executing a commit trace with real gradients (docs/design.md §5)."""
 
-from ._batched import BatchedExecutor as BatchedExecutor
 from ._choice import ExecutorKind as ExecutorKind
 from ._choice import resolve_executor as resolve_executor
 from ._executor import EngineResult as EngineResult
@@ -16,3 +15,18 @@ from ._step import StepInput as StepInput
 from ._step import StepOutput as StepOutput
 from ._step import make_step as make_step
 from ._step import step_inputs as step_inputs
+from ._wavefront import WavefrontExecutor as WavefrontExecutor
+
+
+def __getattr__(name: str):
+    """0.2's name of the wavefront executor, kept for one release with a DeprecationWarning."""
+    if name == "BatchedExecutor":
+        import warnings
+
+        warnings.warn(
+            "gemsim.engine.BatchedExecutor is deprecated; use gemsim.engine.WavefrontExecutor",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return WavefrontExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,21 +5,18 @@ of one segment (abstract/final: `_run_segment` is the one abstract method)."""
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gemsim.types import PyTree, Status
+from gemsim.types import Progress, PyTree, Status
 
 from ._layout import RowLayout, pull_rows, refill_slots
 from ._metrics import MetricsRecorder
 from ._plan import ExecutionPlan
 from ._step import Carry, StepInput, step_inputs
-
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -185,7 +182,8 @@ def engine_result(
     length: int | None = None,
 ) -> EngineResult:
     """A run's EngineResult from its final carry and recorded metrics (every executor's);
-    `length`: the run's commits, where the recorder holds more (padding of a batch of runs)."""
+    `length`: the run's commits, where the recorder holds more (padding of runs executed
+    together)."""
     metrics = recorder.columns(stop=diverged_at + 1 if diverged_at >= 0 else length)
     n_rows = len(next(iter(metrics.values()))) if metrics else 0
     last = max(recorder.evals) if recorder.evals else None

@@ -43,8 +43,9 @@ RuleOf = Callable[[Mapping[str, Any]], Any]
 
 @dataclass(frozen=True)
 class RunInputs:
-    """One run of a batch: its plan, its problem (its seed's keys), its initial parameters and
-    its values of the lifted hyperparameters (Python floats; {} when none are lifted)."""
+    """One of the runs executed together: its plan, its problem (its seed's keys), its initial
+    parameters and its values of the lifted hyperparameters (Python floats; {} when none are
+    lifted)."""
 
     plan: ExecutionPlan
     problem: Any
@@ -67,7 +68,7 @@ _TIME_MAJOR = StepInput(
 
 
 class ManyRunsExecutor:
-    """Executes batches of runs of one rule family on problems of one shape (final)."""
+    """Executes runs of one rule family on problems of one shape together (final)."""
 
     def __init__(self, rule_of: RuleOf, example: RunInputs, *, n_workers: int, chunk: int = 512):
         self.rule_of, self.n_workers, self.chunk = rule_of, n_workers, chunk
@@ -208,7 +209,7 @@ class ManyRunsExecutor:
 
     def _alone(self, run: RunInputs) -> EngineResult:
         """A run executed on its own by the sequential executor (its rule built from its own
-        hyperparameter values): the path of a run that diverged inside a batch."""
+        hyperparameter values): the path of a run that diverged beside others."""
         key = tuple(sorted(run.hyper.items()))
         if key not in self._singles:
             self._singles[key] = SequentialExecutor(
@@ -224,7 +225,7 @@ class ManyRunsExecutor:
 SHARED_MIN_BYTES = 1 << 16
 """A problem leaf is passed once, not stacked per run, when every run holds the very same array
 and it is at least this large (a data set loaded once). Small leaves (keys, a quadratic's
-curvature) are always stacked, so that which runs share a batch never changes the program."""
+curvature) are always stacked, so that which runs execute together never changes the program."""
 
 
 def _split_problems(problems: Sequence[Any], treedef) -> tuple[list, list, tuple[bool, ...]]:
@@ -258,7 +259,7 @@ def _stack(trees: Sequence[PyTree]) -> PyTree:
 def _stack_hyper(hypers: Sequence[Mapping[str, float]]) -> dict[str, jax.Array]:
     names = sorted(hypers[0])
     if any(sorted(h) != names for h in hypers):
-        raise ValueError("every run of a batch must give the same lifted hyperparameters")
+        raise ValueError("every run executed together must give the same lifted hyperparameters")
     return {k: jnp.asarray([h[k] for h in hypers], jnp.float32) for k in names}
 
 

@@ -1,6 +1,6 @@
 """The engine's step, in two phases: the worker's gradient work (local steps from its start
 point) and the atomic commit at the PS. The sequential executor runs them back to back in a
-compiled loop; the batched executor vmaps the first over a wave of commits, then scans the second.
+compiled loop; the wavefront executor vmaps the first over a wave of commits, then scans the second.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class StepInput(NamedTuple):
     worker: jax.Array  # int32[]
     staleness: jax.Array  # int32[]
     first_step: jax.Array  # int32[]: the commit's first mini-batch in the worker's stream
-    active: jax.Array  # bool[]: False for the padding of a batched wave
+    active: jax.Array  # bool[]: False for the padding of a wave
     round_end: jax.Array  # bool[]: the protocol closes a round at this commit
 
 
@@ -55,7 +55,7 @@ def gradient_phase(rule, problem, pulled, worker, first_step, token=None) -> Loc
     and local steps.
 
     `token` (default `first_step`): the run-time scalar that stores the work before the
-    commit reads it (`_materialize`); it must not be batched where the phase is vmapped
+    commit reads it (`_materialize`); it must not carry the run axis where the phase is vmapped
     over runs, or the boundary becomes a select that XLA fuses through.
     """
     snapshot, ws = pulled
@@ -161,8 +161,8 @@ def commit_phase(
     anyway (the worker's loss and the norm of the update applied); the executor then
     re-runs the commits before it to recover the last finite state (`Executor.execute`).
     Guards on theta and on the row were passes over them on every commit, a tenth of a
-    commit's cost beside its gradient. `padded` (batched waves): inactive padding members
-    must leave theta and the server state unchanged.
+    commit's cost beside its gradient. `padded` (waves of the wavefront executor): inactive
+    padding members must leave theta and the server state unchanged.
     """
     spare = carry.slots.shape[0] - 1
     done, out = commit_math(rule, carry, inp, work, spare, padded=padded)

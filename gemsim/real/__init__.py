@@ -11,13 +11,12 @@ from __future__ import annotations
 
 from gemsim import timing
 from gemsim._checks import UserError
+from gemsim.types import REAL_BACKENDS
 
 from ._job import RealJob as RealJob
 from ._job import RealRun as RealRun
 from ._process import run_process as run_process
 from ._server import WorkerEvent as WorkerEvent
-
-BACKENDS = ("process", "ray")
 
 
 def run_backend(name: str, job: RealJob, *, progress=None, address: str | None = None) -> RealRun:
@@ -37,4 +36,4 @@ def run_backend(name: str, job: RealJob, *, progress=None, address: str | None =
         from ._ray import run_ray
 
         return run_ray(job, progress=progress, address=address)
-    raise ValueError(f"backend {name!r} is not one of {BACKENDS}")
+    raise ValueError(f"backend {name!r} is not one of {REAL_BACKENDS}")

@@ -35,7 +35,7 @@ import math
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -44,6 +44,7 @@ import numpy as np
 
 from gemsim import timing
 from gemsim._spawn import starting_child
+from gemsim.types import Progress
 
 from ._background import Background, in_background
 from ._compiled import Compiled
@@ -58,8 +59,6 @@ WORKER_MODULES = ["gemsim.real._worker"]
 STARTUP_TIMEOUT_S = 600.0  # import + data + compile of a worker on a loaded machine
 STALL_TIMEOUT_S = 300.0  # a working worker silent this long is declared hung
 STOP_TIMEOUT_S = 5.0  # all workers together, to leave after `stop`; then they are killed
-
-Progress = Callable[[int, int], None]
 
 
 @dataclass

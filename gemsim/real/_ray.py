@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from contextlib import suppress
 
 import numpy as np
 
 from gemsim import _ray_local as ray_local
 from gemsim import timing
+from gemsim.types import Progress
 
 from ._compiled import Compiled
 from ._job import RealJob, RealRun
@@ -38,7 +38,6 @@ from ._server import ServerBook, WorkerEvent
 from ._worker import worker_xla_flags
 
 POLL_S = 0.2
-Progress = Callable[[int, int], None]
 
 
 class _Server:

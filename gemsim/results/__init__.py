@@ -13,12 +13,15 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "gemsim._atomic": ["atomic_write_bytes", "atomic_write_text"],
         "._manifest": [
             "FINISHED",
+            "MANIFEST_FILE",
             "MANIFEST_KEYS",
             "Manifest",
+            "backend_of",
+            "kind_of",
             "manifest_dict",
             "manifest_to_json",
+            "check_manifest",
             "read_manifest",
-            "validate_manifest",
         ],
         "._frames": [
             "RUN_COLUMNS",
@@ -41,9 +44,12 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "plot_run_folder",
             "plot_staleness_hist",
         ],
+        "._run_result": ["RunResult"],
         "._run_folder": [
+            "METRICS_FILE",
+            "PARAMS_FILE",
             "RUN_FILES",
-            "RunRecord",
+            "TRACE_FILE",
             "is_finished",
             "params_sha256",
             "read_params",
@@ -51,4 +57,5 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "write_run",
         ],
     },
+    deprecated={"RunRecord": "RunResult", "validate_manifest": "check_manifest"},
 )

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from gemsim.types import Status
+from gemsim.types import RunKind, Status
 
 MANIFEST_FILE = "manifest.json"
 MANIFEST_KEYS = (
@@ -52,7 +52,8 @@ class Manifest:
         kind: what produced the trace (``sim``, ``replay``, ``process``, ``ray``).
         identity: hex sha256 of (config, kind, replayed trace); ``run_id`` is its first 12
             characters and names the folder.
-        backend: ``sim`` for the simulator and replays, else the real backend.
+        backend (derived from ``kind``, written to the file): ``sim`` for the simulator and
+            replays, else the real backend.
         status: ``ok``, ``diverged`` or ``failed``; ``error`` is the failure's message.
         n_commits, diverged_at: commits applied; the diverging commit, if any.
         final, staleness: final evaluation of the central variable; staleness mean/var/max.
@@ -70,7 +71,6 @@ class Manifest:
     run_id: str
     identity: str
     kind: str
-    backend: str
     config: dict[str, Any]
     config_hash: str
     seed: int
@@ -92,23 +92,61 @@ class Manifest:
     provenance: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def backend(self) -> str:
+        """``sim`` for simulated runs and replays, else the real backend (its kind)."""
+        return backend_of(self.kind)
+
     def __getitem__(self, key: str) -> Any:
         """Read access by key, as for a manifest read back from `manifest.json`."""
-        if key not in self.__dataclass_fields__:
+        if key not in self.__dataclass_fields__ and key != "backend":
             raise KeyError(key)
         return getattr(self, key)
 
     def get(self, key: str, default: Any = None) -> Any:
-        return getattr(self, key) if key in self.__dataclass_fields__ else default
+        known = key in self.__dataclass_fields__ or key == "backend"
+        return getattr(self, key) if known else default
 
     def to_dict(self) -> dict[str, Any]:
         """The manifest as plain values (what `manifest.json` holds)."""
         out = dataclasses.asdict(self)
+        out["backend"] = self.backend
         out["worker_events"] = list(out["worker_events"])
         return out
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        """A manifest read back from `manifest.json` (`read_manifest`): null floats as NaN;
+        a folder written by gemsim 0.1 (no ``kind``, ``identity`` or ``provenance``) gets
+        them from what it has; keys this version does not know are left out."""
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known.setdefault("kind", kind_of(data))
+        known.setdefault("identity", data.get("config_hash", ""))
+        for block in ("final", "staleness"):
+            known[block] = {k: _number(v) for k, v in (known.get(block) or {}).items()}
+        known["wall_seconds"] = _number(known.get("wall_seconds"))
+        known["worker_events"] = tuple(known.get("worker_events") or ())
+        return cls(**known)
+
     def to_json(self) -> str:
         return manifest_to_json(self.to_dict())
+
+
+def backend_of(kind: str) -> str:
+    """The backend of a run of this kind: its real backend, or ``sim`` (`RunKind.backend`)."""
+    return RunKind(kind).backend
+
+
+def kind_of(manifest: Mapping[str, Any]) -> str:
+    """A manifest's kind; a 0.1 folder has none: a replay is told by its ``replayed_trace``,
+    a real run by its ``backend``."""
+    return manifest.get("kind") or (
+        "replay" if manifest.get("replayed_trace") else manifest.get("backend", "sim")
+    )
+
+
+def _number(value: Any) -> float:
+    return math.nan if value is None else float(value)
 
 
 def _jsonable(value: Any, where: str) -> Any:
@@ -156,7 +194,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
-def validate_manifest(manifest: Mapping[str, Any]) -> None:
+def check_manifest(manifest: Mapping[str, Any]) -> None:
     """Check that a manifest has every public key with a value of the right kind.
 
     Extra keys are allowed (later versions may add some); readers rely only on

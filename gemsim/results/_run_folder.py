@@ -14,7 +14,6 @@ half-way leaves only a hidden folder that every reader skips.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import secrets
@@ -33,13 +32,14 @@ from gemsim.results._manifest import (
     MANIFEST_FILE,
     MANIFEST_KEYS,
     Manifest,
+    check_manifest,
+    kind_of,
     manifest_dict,
     manifest_to_json,
     read_manifest,
-    validate_manifest,
 )
+from gemsim.results._run_result import RunResult
 from gemsim.trace import CommitTrace
-from gemsim.types import Status
 
 TRACE_FILE = "trace.parquet"
 METRICS_FILE = "metrics.parquet"
@@ -47,7 +47,6 @@ PARAMS_FILE = "params.npz"
 RUN_FILES = (MANIFEST_FILE, TRACE_FILE, METRICS_FILE, PARAMS_FILE)
 __all__ = [
     "MANIFEST_KEYS",
-    "RunRecord",
     "atomic_write_bytes",
     "atomic_write_text",
     "is_finished",
@@ -56,34 +55,9 @@ __all__ = [
     "read_manifest",
     "read_params",
     "read_run",
-    "validate_manifest",
+    "check_manifest",
     "write_run",
 ]
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class RunRecord:
-    """Everything one run folder holds, read back into memory.
-
-    Attributes:
-        manifest: the parsed ``manifest.json`` (NaN/inf were stored as ``None``).
-        trace: the commit trace (``.to_pandas()`` for a frame).
-        metrics: per-commit metrics as the engine wrote them.
-        params: final central parameters, leaf path -> array.
-    """
-
-    manifest: dict[str, Any]
-    trace: CommitTrace
-    metrics: pd.DataFrame
-    params: dict[str, np.ndarray]
-
-    @property
-    def run_id(self) -> str:
-        return str(self.manifest["run_id"])
-
-    @property
-    def status(self) -> Status:
-        return Status(self.manifest["status"])
 
 
 def is_finished(run_dir: str | os.PathLike[str], identity: str, kind: str = "sim") -> bool:
@@ -102,9 +76,7 @@ def is_finished(run_dir: str | os.PathLike[str], identity: str, kind: str = "sim
         manifest = read_manifest(run_dir)
     except (OSError, ValueError):
         return False
-    found_kind = manifest.get("kind") or (
-        "replay" if manifest.get("replayed_trace") else manifest.get("backend", "sim")
-    )
+    found_kind = kind_of(manifest)
     found_identity = manifest.get("identity") or manifest.get("config_hash")
     return manifest.get("status") in FINISHED and found_identity == identity and found_kind == kind
 
@@ -236,7 +208,7 @@ def write_run(
         ValueError: a missing or bad manifest key, or a params hash mismatch.
     """
     manifest = manifest_dict(manifest)
-    validate_manifest(manifest)
+    check_manifest(manifest)
     if not isinstance(trace, CommitTrace):
         raise TypeError(f"trace must be a CommitTrace, got {type(trace).__name__}")
     if manifest["run_id"] != run_id:
@@ -261,11 +233,11 @@ def write_run(
     return out_dir / run_id
 
 
-def read_run(run_dir: str | os.PathLike[str]) -> RunRecord:
-    """Read every file of a run folder back into a :class:`RunRecord`."""
+def read_run(run_dir: str | os.PathLike[str]) -> RunResult:
+    """Read every file of a run folder back into a :class:`RunResult`."""
     run_dir = Path(run_dir)
-    return RunRecord(
-        manifest=read_manifest(run_dir),
+    return RunResult(
+        manifest=Manifest.from_dict(read_manifest(run_dir)),
         trace=CommitTrace.from_parquet(run_dir / TRACE_FILE),
         metrics=pd.read_parquet(run_dir / METRICS_FILE, engine="pyarrow"),
         params=read_params(run_dir / PARAMS_FILE),

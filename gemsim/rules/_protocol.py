@@ -151,7 +151,7 @@ def stored(tree: PyTree, token: jax.Array) -> PyTree:
     Where a product feeds a sum (``theta + pi * dtheta``), XLA on a CPU may fuse both into
     one fused multiply-add, rounded once instead of twice, and whether it does depends on
     the shapes and on what else reads the product: the same commit could then round
-    differently alone, inside a batch of runs (`engine: {batch_runs}`) and in a real
+    differently alone, beside other runs in one program (`engine: {many_runs}`) and in a real
     backend. ``stored`` multiplies every leaf by a one known only at run time (``token``:
     any traced int32 scalar >= 0, such as the commit index ``ctx.commit``). The product
     is then rounded where it is computed, whatever follows: a multiply-add that takes

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from gemsim._checks import UserError
 from gemsim.app import calibrate_run, run_file, simulate_timing, write_calibrated
 from gemsim.cli import app
-from gemsim.config import build_cluster, load_scenario, resolved_config, validate
+from gemsim.config import build_cluster, load_scenario, parse_scenario, resolved_config
 from gemsim.timing import CommitTrace, Gamma, LogNormal, staleness_tv
 
 QUADRATIC = {
@@ -86,7 +86,7 @@ def _folder(tmp_path, doc, trace, name="run"):
     """A run folder as a real backend writes it: manifest with the resolved config, trace."""
     folder = tmp_path / name
     folder.mkdir()
-    config = resolved_config(validate(doc, "test"))
+    config = resolved_config(parse_scenario(doc, "test"))
     manifest = {"run_id": name, "config": config}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     trace.to_parquet(folder / "trace.parquet")
@@ -108,7 +108,7 @@ WINDOWED = {
 
 
 def test_per_commit_times_are_split_into_per_batch_laws(tmp_path):
-    trace = simulate_timing(validate(WINDOWED, "test"))
+    trace = simulate_timing(parse_scenario(WINDOWED, "test"))
     compute = trace.compute_time.copy()
     compute[::10] = np.nan  # unmeasured commits are ignored
     columns = {k: v for k, v in trace.columns().items() if k not in ("commit", "staleness")}

@@ -214,7 +214,8 @@ def test_terminated_is_rebuilt_from_its_args_through_a_simpy_process():
 
     import simpy
 
-    from gemsim.app._signals import Terminated, exit_code
+    from gemsim.app import exit_code
+    from gemsim.app._signals import Terminated
 
     def worker(env):
         yield env.timeout(1.0)
@@ -259,11 +260,10 @@ def test_a_batch_larger_than_the_data_is_refused_before_any_run(tmp_path):
 
 def test_a_run_started_from_python_records_the_call(tmp_path):
     import gemsim
-    from gemsim.app import write_result
     from gemsim.app._provenance import render_call
 
     scenario = gemsim.load_scenario(_write(tmp_path, QUAD))
-    folder = write_result(tmp_path / "out", gemsim.run(scenario))
+    folder = gemsim.run(scenario).write(tmp_path / "out")
     assert read_manifest(folder)["provenance"]["command"] == "gemsim.run(<Scenario 'cli'>)"
     shown = render_call("gemsim.run_sweep", (Path("file.yaml"),), {"jobs": 2})
     assert shown == "gemsim.run_sweep('file.yaml', jobs=2)"

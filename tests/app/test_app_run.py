@@ -15,7 +15,8 @@ import yaml
 from typer.testing import CliRunner
 
 import gemsim
-from gemsim.app._signals import Terminated, exit_code, interruptible
+from gemsim.app import exit_code, interruptible
+from gemsim.app._signals import Terminated
 from gemsim.app._stages import EXECUTORS
 from gemsim.cli import app
 from gemsim.results import load_results, load_summary, read_run
@@ -69,14 +70,14 @@ def test_executor_choice_gives_the_same_run(tmp_path):
                 update={"engine": scenario.engine.model_copy(update={"executor": kind})}
             )
         )
-        for kind in ("sequential", "batched", "auto")
+        for kind in ("sequential", "wavefront", "auto")
     }
     assert runs["sequential"].manifest["executor"] == "SequentialExecutor"
-    assert runs["batched"].manifest["executor"] == "BatchedExecutor"
+    assert runs["wavefront"].manifest["executor"] == "WavefrontExecutor"
     assert runs["auto"].manifest["executor"] == "SequentialExecutor"  # CPU: measured faster
-    a, b = runs["sequential"].params["theta"], runs["batched"].params["theta"]
+    a, b = runs["sequential"].tree()["theta"], runs["wavefront"].tree()["theta"]
     np.testing.assert_allclose(a, b, atol=1e-5 * (1 + np.abs(a).max()), rtol=0)
-    assert runs["sequential"].manifest["trace_sha256"] == runs["batched"].manifest["trace_sha256"]
+    assert runs["sequential"].manifest["trace_sha256"] == runs["wavefront"].manifest["trace_sha256"]
 
 
 def test_only_the_executor_in_use_keeps_its_last_runs_slots(tmp_path):

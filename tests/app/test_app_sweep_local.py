@@ -35,8 +35,8 @@ QUADRATIC = {
     "optimizer": {"rule": "gem", "lr": 0.05},
     "eval": {"every": 50},
     # One run per unit: these tests are about processes; batches of runs have their own
-    # (tests/app/test_app_batch_runs.py).
-    "engine": {"batch_runs": "off"},
+    # (tests/app/test_app_many_runs.py).
+    "engine": {"many_runs": "off"},
     "repeats": 4,
 }
 # About a second per run once compiled, so that a kill lands between runs; whole chunks of

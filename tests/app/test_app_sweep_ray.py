@@ -1,4 +1,4 @@
-"""`gemsim run --cluster ray` on a local Ray instance with two worker processes: the runs of
+"""`gemsim run --scheduler ray` on a local Ray instance with two worker processes: the runs of
 one-by-one execution, a task whose worker is killed is retried by Ray and says so in its
 manifest, and `--resume` redoes only what is missing. One instance for the module (Ray is slow
 to start)."""
@@ -31,8 +31,8 @@ QUADRATIC = {
     },
     "optimizer": {"rule": "gem", "lr": 0.05},
     "eval": {"every": 50},
-    # One run per task: a killed task must be one run (batches of runs: test_app_batch_runs.py).
-    "engine": {"batch_runs": "off"},
+    # One run per task: a killed task must be one run (runs together: test_app_many_runs.py).
+    "engine": {"many_runs": "off"},
     "repeats": 3,
 }
 
@@ -61,7 +61,7 @@ def ray_sweep(local_ray, tmp_path_factory):
     killer = threading.Thread(target=_kill_first_task, args=(killed, done), daemon=True)
     killer.start()
     try:
-        gemsim.run_sweep(scenario, cluster="ray", out=tmp / "ray", quiet=True)
+        gemsim.run_sweep(scenario, scheduler="ray", out=tmp / "ray", quiet=True)
     finally:
         done.set()  # the killer stops looking (it has found its task, if there was one)
         killer.join()
@@ -95,7 +95,7 @@ def test_resume_on_ray_redoes_only_what_is_missing(ray_sweep):
     for path in gone.iterdir():
         path.unlink()
     gone.rmdir()
-    args = ["run", str(scenario), "--out", str(tmp / "ray"), "--cluster", "ray"]
+    args = ["run", str(scenario), "--out", str(tmp / "ray"), "--scheduler", "ray"]
     result = CliRunner().invoke(app, [*args, "--resume", "--json", "--quiet"])
     assert result.exit_code == 0, result.output
     runs = [json.loads(line) for line in result.stdout.splitlines()]

@@ -11,8 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gemsim import config, timing
-from gemsim.app import trace_scenario
-from gemsim.app._render import render_trace_report
+from gemsim.app import render_trace_report, trace_scenario
 from gemsim.cli import app
 
 BASE = {

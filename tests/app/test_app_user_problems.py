@@ -23,8 +23,13 @@ from user_modules import LINEAR, regression_arrays, write_module  # noqa: E402
 import gemsim  # noqa: E402
 from gemsim.app import build_problem, trace_scenario  # noqa: E402
 from gemsim.cli import app  # noqa: E402
-from gemsim.config import ScenarioError, expand, resolved_config, validate  # noqa: E402
-from gemsim.config._loader import apply_overrides  # noqa: E402
+from gemsim.config import (  # noqa: E402
+    ScenarioError,
+    apply_overrides,  # noqa: E402
+    expand,
+    parse_scenario,
+    resolved_config,
+)
 from gemsim.results import read_run  # noqa: E402
 
 LR = 0.05
@@ -246,15 +251,15 @@ def test_a_set_that_names_another_file_records_that_file(study, tmp_path):
             "problem.dataset.path": str(tmp_path / "other.npz"),
         },
     )
-    problem = validate(changed, "resolved").problem
+    problem = parse_scenario(changed, "resolved").problem
     assert problem.model.sha256 == _sha256(folder / f"{other}.py")
     assert problem.model.file == str((folder / f"{other}.py").resolve())
     assert problem.dataset.sha256 == _sha256(tmp_path / "other.npz")
     source = folder / f"{other}.py"
-    resolved = resolved_config(validate(changed, "resolved"))
+    resolved = resolved_config(parse_scenario(changed, "resolved"))
     source.write_text(source.read_text() + "\n# edited\n")
     with pytest.raises(ScenarioError, match="changed since this configuration was resolved"):
-        validate(resolved, "resolved")
+        parse_scenario(resolved, "resolved")
 
 
 def test_a_module_found_on_the_python_path_is_recorded_where_it_is(tmp_path, monkeypatch):
@@ -296,7 +301,7 @@ def test_runs_of_a_sweep_share_one_copy_of_the_data(study):
     # Executing runs (every worker gathers its batches from the data) makes no copy either.
     done = [gemsim.app.run(run) for run in runs[:2]]
     assert [r.status.value for r in done] == ["ok", "ok"]
-    assert not np.array_equal(done[0].params["w"], done[1].params["w"])  # two seeds, two runs
+    assert not np.array_equal(done[0].tree()["w"], done[1].tree()["w"])  # two seeds, two runs
     live = [a for a in jax.live_arrays() if a.shape == x_train.shape and a.dtype == x_train.dtype]
     assert len({a.unsafe_buffer_pointer() for a in live}) == 1
     np.testing.assert_array_equal(np.asarray(live[0]), x_train)

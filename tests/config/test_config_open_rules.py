@@ -275,4 +275,4 @@ def test_the_worked_example_of_docs_rules_md_matches_a_numpy_loop():
         scale = np.float32(0.05 / (1.0 + int(trace.staleness[k])))
         theta = (theta - scale * velocity[w]).astype(np.float32)
         versions.append(theta)
-    np.testing.assert_allclose(result.params["theta"], theta, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(result.tree()["theta"], theta, rtol=1e-5, atol=1e-7)

@@ -37,7 +37,7 @@ def scenario(seed, *, optimizer, budget=None, problem=None, workers=None, server
     }
     if server is not None:
         data["server"] = server
-    return config.validate(data, "test")
+    return config.parse_scenario(data, "test")
 
 
 def prepared(scenarios, lifted=()):
@@ -47,7 +47,7 @@ def prepared(scenarios, lifted=()):
         trace = timing.simulate(config.build_cluster(s), seed=s.seed)
         rule = config.build_rule(s)
         plan = engine.plan_of(trace, window=rule.window, eval_every=s.eval.every)
-        floats = config.batch_signature(s)[1]
+        floats = config.many_runs_signature(s)[1]
         runs.append(
             engine.RunInputs(plan, problem, problem.init_params, {p: floats[p] for p in lifted})
         )
@@ -198,7 +198,7 @@ def test_a_batch_uses_one_copy_of_the_data_set(logistic_runs):
 def test_rules_take_their_floats_traced_or_refuse_them_as_the_app_expects():
     """Each built-in rule's factory takes its float hyperparameters traced (a batch of runs
     with different values), or raises one of the tracer errors on which the app batches only
-    the runs with equal values (`_batches.execute_batch`): a float that decides a state's
+    the runs with equal values (`_many_runs.execute_many`): a float that decides a state's
     structure (DOWNPOUR's local momentum: zero or not) cannot be traced."""
     import jax
 
@@ -207,7 +207,7 @@ def test_rules_take_their_floats_traced_or_refuse_them_as_the_app_expects():
     for name in ("gem", "downpour", "staleness", "softsync", "easgd", "dcasgd", "sync"):
         opt = {"rule": name, "lr": 0.05, **({"alpha": 0.5} if name == "easgd" else {})}
         s = scenario(0, optimizer=opt)
-        _, floats = config.batch_signature(s)
+        _, floats = config.many_runs_signature(s)
         rule_of = config.lifted_rule(s, tuple(floats))
         assert isinstance(rule_of(floats), rules.Rule)
         shape = {k: jax.ShapeDtypeStruct((), np.float32) for k in floats}

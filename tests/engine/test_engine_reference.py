@@ -158,12 +158,12 @@ def test_divergence_keeps_the_last_finite_state(chunk):
 
 
 def _executor(kind, rule, problem, n):
-    cls = engine.BatchedExecutor if kind == "batched" else engine.SequentialExecutor
+    cls = engine.WavefrontExecutor if kind == "wavefront" else engine.SequentialExecutor
     return cls(rule, problem, params=problem.init_params, n_workers=n, chunk=16)
 
 
 @pytest.mark.bitexact
-@pytest.mark.parametrize("kind", ["sequential", "batched"])
+@pytest.mark.parametrize("kind", ["sequential", "wavefront"])
 def test_a_run_written_over_the_last_runs_slots_gives_a_fresh_executors_result(kind):
     """An executor writes a run's initial rows into the slots its last run left (host fills,
     spare row and all): the buffer is the same, its contents those of a fresh carry (and of

@@ -24,7 +24,7 @@ import yaml
 from launch_cli import SENT
 from real_helpers import Cli, cmdline, mapped_shm, proc_maps, shm_bytes
 
-from gemsim.app._signals import RAY_SHUTDOWN_BOUND_S, SHUTDOWN_BOUND_S
+from gemsim.app._exit_codes import RAY_SHUTDOWN_BOUND_S, SHUTDOWN_BOUND_S
 from gemsim.results import read_run
 
 pytestmark = [
@@ -238,11 +238,11 @@ def test_run_ends_cleanly_on_a_signal(backend, state, name, tmp_path):
 
 @NO_RAY
 def test_a_sweep_sent_to_ray_ends_cleanly_on_ctrl_c_while_ray_starts(tmp_path):
-    """`gemsim run --cluster ray` starting its own Ray instance (gemsim/_ray_local.py, as the
+    """`gemsim run --scheduler ray` starting its own Ray instance (gemsim/_ray_local.py, as the
     Ray backend does): a Ctrl-C while Ray's processes start ends the command once the start
     has returned, with 130, no process of Ray left and no run folder."""
     scenario = write_scenario(tmp_path, commits=[SHORT, LONG])
-    args = ["run", str(scenario), "--cluster", "ray", "--out", "out", "--quiet"]
+    args = ["run", str(scenario), "--scheduler", "ray", "--out", "out", "--quiet"]
     with Cli(args, tmp_path) as cli:
         ray_processes("raylet", False)(cli, 1)
         cli.send(signal.SIGINT, group=True)

@@ -1,4 +1,4 @@
-"""`engine: {batch_runs}` through `gemsim run`: runs of a sweep that share every shape execute
+"""`engine: {many_runs}` through `gemsim run`: runs of a sweep that share every shape execute
 together, and each run's folder holds what it would hold had it run alone (same run id,
 trace and parameters), after `--resume` too; a rule that cannot take its floats traced, or a
 run whose preparation fails, is handled run by run."""
@@ -10,11 +10,11 @@ import yaml
 
 import gemsim
 from gemsim import config
-from gemsim.app import _batches
+from gemsim.app import _many_runs, _many_runs_plan
 from gemsim.results import read_manifest
 
 SWEEP = {
-    "name": "batched",
+    "name": "together",
     "seed": 3,
     "workers": {"count": 4, "compute": {"dist": "exponential", "mean": 0.1}},
     "budget": {"commits": 120},
@@ -42,26 +42,26 @@ def one_by_one(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("off")
     path = write(tmp, SWEEP)
     out, rows = gemsim.run_file(
-        path, out=tmp / "off", quiet=True, overrides=["engine.batch_runs=off"]
+        path, out=tmp / "off", quiet=True, overrides=["engine.many_runs=off"]
     )
     return manifests(out, rows)
 
 
 @pytest.mark.bitexact
-def test_a_batched_sweep_writes_the_folders_of_one_by_one(tmp_path, one_by_one):
+def test_runs_together_write_the_folders_of_one_by_one(tmp_path, one_by_one):
     out, rows = gemsim.run_file(write(tmp_path, SWEEP), out=tmp_path / "auto", quiet=True)
-    batched = manifests(out, rows)
-    assert batched.keys() == one_by_one.keys()  # batch_runs is not part of a run's identity
-    for run_id, m in batched.items():
+    together = manifests(out, rows)
+    assert together.keys() == one_by_one.keys()  # many_runs is not part of a run's identity
+    for run_id, m in together.items():
         for key in HASHES:
             assert m[key] == one_by_one[run_id][key], key
         assert m["executor"] == "ManyRunsExecutor"
-        batch = m["provenance"]["placement"]["batch"]
-        assert batch["runs"] == 6 and batch["lifted"] == ["lr"]
+        placed = m["provenance"]["placement"]["many_runs"]
+        assert placed["runs"] == 6 and placed["lifted"] == ["lr"]
         assert one_by_one[run_id]["executor"] == "SequentialExecutor"
 
 
-def test_resume_runs_what_is_left_at_the_batch_size_of_the_sweep(tmp_path, one_by_one):
+def test_resume_runs_what_is_left_at_the_unit_size_of_the_sweep(tmp_path, one_by_one):
     path = write(tmp_path, SWEEP)
     out, rows = gemsim.run_file(path, out=tmp_path / "r", quiet=True)
     gone = [rows[1].run_id, rows[4].run_id]
@@ -73,14 +73,14 @@ def test_resume_runs_what_is_left_at_the_batch_size_of_the_sweep(tmp_path, one_b
     assert sorted(r.run_id for r in again if not r.skipped) == sorted(gone)
     for run_id in gone:
         m = read_manifest(out / run_id)
-        assert m["provenance"]["placement"]["batch"]["runs"] == 6  # padded: two left of six
+        assert m["provenance"]["placement"]["many_runs"]["runs"] == 6  # padded: two left of six
         for key in HASHES:
             assert m[key] == one_by_one[run_id][key], key
 
 
-def test_a_float_that_shapes_a_rule_batches_runs_of_equal_values(tmp_path):
+def test_a_float_that_shapes_a_rule_puts_runs_of_equal_values_together(tmp_path):
     """DOWNPOUR's local momentum decides whether a worker keeps a velocity: it cannot be
-    traced, so the runs execute in batches of equal values, with the results of one by one."""
+    traced, so only runs of equal values execute together, with the results of one by one."""
     doc = {
         **SWEEP,
         "optimizer": {"rule": "downpour", "lr": 0.05, "window": 2},
@@ -90,25 +90,25 @@ def test_a_float_that_shapes_a_rule_batches_runs_of_equal_values(tmp_path):
     path = write(tmp_path, doc)
     out_a, rows_a = gemsim.run_file(path, out=tmp_path / "a", quiet=True)
     out_b, rows_b = gemsim.run_file(
-        path, out=tmp_path / "b", quiet=True, overrides=["engine.batch_runs=off"]
+        path, out=tmp_path / "b", quiet=True, overrides=["engine.many_runs=off"]
     )
     a, b = manifests(out_a, rows_a), manifests(out_b, rows_b)
     for run_id, m in a.items():
-        assert "not traced" in m["provenance"]["placement"]["batch_note"]
-        assert m["provenance"]["placement"]["batch"]["lifted"] == []
+        assert "not traced" in m["provenance"]["placement"]["many_runs_note"]
+        assert m["provenance"]["placement"]["many_runs"]["lifted"] == []
         for key in HASHES:
             assert m[key] == b[run_id][key], key
 
 
 def test_a_run_that_fails_to_prepare_fails_alone(tmp_path, monkeypatch):
-    prepare = _batches._prepare
+    prepare = _many_runs._prepare
 
     def broken(who, hyper, lifted):
         if who.expanded.repeat == 1:
             raise OSError("disk gone")
         return prepare(who, hyper, lifted)
 
-    monkeypatch.setattr(_batches, "_prepare", broken)
+    monkeypatch.setattr(_many_runs, "_prepare", broken)
     doc = {**SWEEP, "sweep": {}}
     path = write(tmp_path, doc)
     with warnings.catch_warnings(record=True) as caught:
@@ -132,25 +132,39 @@ def test_a_run_that_fails_to_prepare_fails_alone(tmp_path, monkeypatch):
         ({"model": "cnn", "dataset": "mnist-5k", "batch_size": 64}, 1),
     ],
 )
-def test_auto_batches_small_models_and_not_the_cnn_on_a_cpu(problem, expected):
+def test_auto_puts_small_models_together_and_not_the_cnn_on_a_cpu(problem, expected):
     doc = {**SWEEP, "problem": problem, "sweep": {}}
-    scenario = config.validate(doc, "test")
-    size, why = _batches.batch_size(scenario, 64)
+    scenario = config.parse_scenario(doc, "test")
+    size, why = _many_runs_plan.unit_size(scenario, 64)
     assert size == expected, why
     assert "auto" in why
 
 
-def test_batch_sizes_are_as_equal_as_they_can_be():
-    scenario = config.validate({**SWEEP, "engine": {"batch_runs": 4}}, "test")
-    assert _batches.batch_size(scenario, 10)[0] == 4  # three batches: 4, 4 and 2 padded to 4
-    assert _batches.batch_size(scenario, 9)[0] == 3
-    off = config.validate({**SWEEP, "engine": {"batch_runs": "off"}}, "test")
-    assert not _batches._may_batch(off)
+def test_unit_sizes_are_as_equal_as_they_can_be():
+    scenario = config.parse_scenario({**SWEEP, "engine": {"many_runs": 4}}, "test")
+    assert _many_runs_plan.unit_size(scenario, 10)[0] == 4  # three units: 4, 4 and 2 padded
+    assert _many_runs_plan.unit_size(scenario, 9)[0] == 3
+    off = config.parse_scenario({**SWEEP, "engine": {"many_runs": "off"}}, "test")
+    assert not _many_runs_plan._may_join(off)
 
 
-def test_batches_in_worker_processes_give_the_runs_of_one_by_one(tmp_path, one_by_one):
-    """`--jobs 2`: batches of three (the sweep's six runs), one per worker process."""
-    doc = {**SWEEP, "engine": {"batch_runs": 3}}
+def test_the_0_2_names_still_read_with_a_warning():
+    """`batch_runs` and `executor: batched` (0.2) are `many_runs` and `wavefront`, for one
+    release, and the run's identity is the same."""
+    new = config.parse_scenario({**SWEEP, "engine": {"many_runs": 4}}, "test")
+    with pytest.warns(DeprecationWarning, match="engine.many_runs"):
+        old = config.parse_scenario({**SWEEP, "engine": {"batch_runs": 4}}, "test")
+    assert old == new and config.config_hash(old) == config.config_hash(new)
+    with pytest.warns(DeprecationWarning, match="wavefront"):
+        old = config.parse_scenario({**SWEEP, "engine": {"executor": "batched"}}, "test")
+    assert old.engine.executor == "wavefront"
+    with pytest.warns(DeprecationWarning, match="parse_scenario"):
+        assert config.validate({**SWEEP}, "test") == config.parse_scenario({**SWEEP}, "test")
+
+
+def test_units_in_job_processes_give_the_runs_of_one_by_one(tmp_path, one_by_one):
+    """`--jobs 2`: units of three (the sweep's six runs), one per job process."""
+    doc = {**SWEEP, "engine": {"many_runs": 3}}
     out, rows = gemsim.run_file(write(tmp_path, doc), out=tmp_path / "j", quiet=True, jobs=2)
     got = manifests(out, rows)
     assert got.keys() == one_by_one.keys()
@@ -158,6 +172,6 @@ def test_batches_in_worker_processes_give_the_runs_of_one_by_one(tmp_path, one_b
     for run_id, m in got.items():
         for key in HASHES:
             assert m[key] == one_by_one[run_id][key], key
-        assert m["provenance"]["placement"]["batch"]["runs"] == 3
+        assert m["provenance"]["placement"]["many_runs"]["runs"] == 3
         pids.add(m["provenance"]["placement"]["pid"])
     assert len(pids) == 2

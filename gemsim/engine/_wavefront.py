@@ -1,4 +1,4 @@
-"""The batched (wavefront) executor. A commit's gradient depends only on an earlier PS
+"""The wavefront executor. A commit's gradient depends only on an earlier PS
 version, so every commit of a wave (see `ExecutionPlan.waves`) has its gradient work done at
 once, vmapped across workers; the cheap commits are then applied in order in a `lax.scan`.
 
@@ -22,7 +22,7 @@ def width_bucket(m: int) -> int:
     return 1 << max(0, int(m - 1).bit_length())
 
 
-class BatchedExecutor(Executor):
+class WavefrontExecutor(Executor):
     """Wavefront execution: vmapped gradient work, then in-order commits (final)."""
 
     def __init__(

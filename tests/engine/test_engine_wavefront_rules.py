@@ -63,7 +63,7 @@ def test_batched_equals_sequential_under_churn(name, problem):
     plan = engine.plan_of(churn_trace(rule.window), window=rule.window, eval_every=80)
     kw = dict(params=problem.init_params, n_workers=plan.n_workers, chunk=64)
     seq = engine.SequentialExecutor(rule, problem, **kw).execute(plan)
-    bat = engine.BatchedExecutor(rule, problem, **kw).execute(plan)
+    bat = engine.WavefrontExecutor(rule, problem, **kw).execute(plan)
     assert seq.status == bat.status and seq.n_commits == bat.n_commits == COMMITS
     # the same bar as tests/engine/test_engine_batched.py: the two executors fuse the same
     # arithmetic differently (adamw's normalisation turns ulps into 1e-6 steps)

@@ -1,5 +1,5 @@
-"""Which runs of a sweep may execute together in one compiled program (`engine.batch_runs`),
-and the rule of such a batch, built from each run's own hyperparameter values.
+"""Which runs of a sweep may execute together in one compiled program (`engine.many_runs`),
+and the rule of such a group, built from each run's own hyperparameter values.
 
 Runs execute together when everything their compiled code depends on is equal: the problem
 block, the number of workers, the evaluation and engine settings, and the optimizer block up
@@ -21,17 +21,17 @@ from ._scenario import Scenario
 from ._sweep import resolved_config
 
 FLOAT = "<float>"
-"""What stands for a float value of the optimizer block in a batch signature."""
+"""What stands for a float value of the optimizer block in a many-runs signature."""
 
 
-def batch_signature(scenario: Scenario) -> tuple[str, dict[str, float]]:
+def many_runs_signature(scenario: Scenario) -> tuple[str, dict[str, float]]:
     """``(signature, floats)``: runs with equal signatures may execute together; ``floats``
     holds the optimizer block's float values by dotted path (e.g. ``lr``, ``inner.b1``)."""
     config = resolved_config(scenario)
     for field in ("name", "seed", "network", "server", "budget"):
         config.pop(field, None)
     config["workers"] = {"count": config["workers"]["count"]}
-    config["engine"] = {k: v for k, v in config["engine"].items() if k != "batch_runs"}
+    config["engine"] = {k: v for k, v in config["engine"].items() if k != "many_runs"}
     floats: dict[str, float] = {}
     config["optimizer"] = _strip_floats(config.get("optimizer"), (), floats)
     return json.dumps(config, sort_keys=True, separators=(",", ":")), floats
@@ -39,9 +39,9 @@ def batch_signature(scenario: Scenario) -> tuple[str, dict[str, float]]:
 
 def lifted_rule(scenario: Scenario, paths: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Any]:
     """``rule_of(values)``: the scenario's rule with the optimizer fields at ``paths`` set
-    to ``values[path]`` (floats, or traced scalars inside a compiled batch). The blocks are
-    copied without validation: each run's own values were validated when it was loaded, and
-    a traced value cannot be compared."""
+    to ``values[path]`` (floats, or traced scalars inside a compiled many-runs program). The
+    blocks are copied without validation: each run's own values were checked when it was
+    loaded, and a traced value cannot be compared."""
     block = scenario.optimizer
     if block is None:
         raise ValueError("the scenario has no `optimizer` block")

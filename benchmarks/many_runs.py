@@ -1,4 +1,4 @@
-"""Many runs in one program (`engine: {batch_runs}`) against the same runs one by one, in one
+"""Many runs in one program (`engine: {many_runs}`) against the same runs one by one, in one
 process.
 
 Workloads (GEM, lr 0.05, momentum 0.9, n = 16 workers with exponential compute times, the
@@ -13,19 +13,19 @@ Two figures each, runs per second of both ways and their ratio:
 - ``engine``: the commits alone. The runs' traces and problems are built beforehand, every
   program is compiled beforehand (one warm-up call of each way), then rounds alternate the
   two ways (medians over ``--rounds``): one by one, the sequential executor on each run;
-  batched, `engine.ManyRunsExecutor` on every run at once (`batch_runs` as `auto` would
+  together, `engine.ManyRunsExecutor` on every run at once (`many_runs` as `auto` would
   size it; the CNN, which `auto` leaves alone on a CPU, at all 8).
 - ``sweep``: the whole `gemsim run` of the workload in this process (timing simulations,
-  engine, run folders written), with ``engine.batch_runs`` ``off`` and ``auto`` (the CNN:
+  engine, run folders written), with ``engine.many_runs`` ``off`` and ``auto`` (the CNN:
   8), each run twice: the first pass compiles (``cold``), the second reuses the process's
   compiled programs (``warm``).
 
-Every batched run's trace must equal its one-by-one run's; parameters are reported as equal
+Every run's trace executed together must equal its one-by-one run's; parameters are reported as equal
 (same sha256) or by their largest relative difference.
 
-    python benchmarks/batch_runs.py                # every workload (about 15 min on 2 cores)
-    python benchmarks/batch_runs.py --workloads quadratic --rounds 3
-    python benchmarks/batch_runs.py --json
+    python benchmarks/many_runs.py                # every workload (about 15 min on 2 cores)
+    python benchmarks/many_runs.py --workloads quadratic --rounds 3
+    python benchmarks/many_runs.py --json
 """
 
 from __future__ import annotations
@@ -43,13 +43,13 @@ import numpy as np
 from _common import environment, environment_line
 
 from gemsim import config, engine, timing
-from gemsim.app import _batches
+from gemsim.app import _many_runs_plan
 from gemsim.app._run_sweep import run_file
 from gemsim.app._stages import build_problem, build_rule
 from gemsim.results import read_manifest
 
 BASE = {
-    "name": "batch-bench",
+    "name": "many-runs-bench",
     "seed": 0,
     "workers": {"count": 16, "compute": {"dist": "exponential", "mean": 0.1}},
     "optimizer": {"rule": "gem", "lr": 0.05, "momentum": 0.9},
@@ -69,7 +69,7 @@ WORKLOADS = {
         "problem": {"model": "cnn", "dataset": "mnist-5k", "batch_size": 64},
         "budget": {"commits": 256},
         "repeats": 8,
-        "engine": {"batch_runs": 8},  # auto runs the CNN one by one on a CPU
+        "engine": {"many_runs": 8},  # auto runs the CNN one by one on a CPU
     },
 }
 
@@ -79,9 +79,9 @@ def scenario_doc(name: str) -> dict:
 
 
 def engine_figures(name: str, rounds: int) -> dict:
-    """Runs per second of the commits alone, one by one against batched."""
+    """Runs per second of the commits alone, one by one against together."""
     doc = scenario_doc(name)
-    expanded = config.expand(config.validate(doc, name))
+    expanded = config.expand(config.parse_scenario(doc, name))
     scenarios = [e.scenario for e in expanded]
     runs = []
     for s in scenarios:
@@ -89,37 +89,37 @@ def engine_figures(name: str, rounds: int) -> dict:
         trace = timing.simulate(config.build_cluster(s), seed=s.seed)
         plan = engine.plan_of(trace, window=1, eval_every=s.eval.every)
         runs.append(engine.RunInputs(plan, problem, problem.init_params, {}))
-    size, why = _batches.batch_size(scenarios[0], len(runs))
+    size, why = _many_runs_plan.unit_size(scenarios[0], len(runs))
     if name == "cnn":
-        auto = _batches.batch_size(config.validate({**doc, "engine": {}}, name), len(runs))
+        auto = _many_runs_plan.unit_size(config.parse_scenario({**doc, "engine": {}}, name), len(runs))
         why = f"forced 8; auto: {auto[0]} ({auto[1]})"
     rule = build_rule(scenarios[0])
     single = engine.SequentialExecutor(rule, runs[0].problem, params=runs[0].params, n_workers=16)
     many = engine.ManyRunsExecutor(lambda h: build_rule(scenarios[0]), runs[0], n_workers=16)
-    batches = [runs[a : a + size] for a in range(0, len(runs), size)]
+    units = [runs[a : a + size] for a in range(0, len(runs), size)]
 
     def one_by_one():
         return [single.execute(r.plan, problem=r.problem, params=r.params) for r in runs]
 
-    def batched():
-        return [out for b in batches for out in many.execute(b)]
+    def together():
+        return [out for u in units for out in many.execute(u)]
 
-    alone, together = one_by_one(), batched()  # compiles both
-    times = {"one_by_one": [], "batched": []}
+    alone, joined = one_by_one(), together()  # compiles both
+    times = {"one_by_one": [], "together": []}
     for _ in range(rounds):
-        for label, fn in (("one_by_one", one_by_one), ("batched", batched)):
+        for label, fn in (("one_by_one", one_by_one), ("together", together)):
             started = time.perf_counter()
             fn()
             times[label].append(time.perf_counter() - started)
-    o, b = statistics.median(times["one_by_one"]), statistics.median(times["batched"])
+    o, b = statistics.median(times["one_by_one"]), statistics.median(times["together"])
     return {
         "runs": len(runs),
-        "batch_size": size,
-        "batch_choice": why,
+        "unit_size": size,
+        "unit_choice": why,
         "one_by_one_runs_per_s": len(runs) / o,
-        "batched_runs_per_s": len(runs) / b,
+        "together_runs_per_s": len(runs) / b,
         "ratio": o / b,
-        "params": _compare(alone, together),
+        "params": _compare(alone, joined),
         "seconds": times,
     }
 
@@ -136,27 +136,27 @@ def _compare(alone, together) -> str:
 def sweep_figures(name: str) -> dict:
     """Runs per second of the whole sweep in this process, cold and warm, off against auto."""
     doc = scenario_doc(name)
-    setting = doc.get("engine", {}).get("batch_runs", "auto")
+    setting = doc.get("engine", {}).get("many_runs", "auto")
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}.yaml"
         path.write_text(json.dumps(doc))
         folders = {}
-        for label, value in (("off", "off"), ("batched", setting)):
+        for label, value in (("off", "off"), ("together", setting)):
             for attempt in ("cold", "warm"):
                 folder = Path(tmp) / f"{label}-{attempt}"
                 started = time.perf_counter()
                 _, rows = run_file(
-                    path, out=folder, quiet=True, overrides=[f"engine.batch_runs={value}"]
+                    path, out=folder, quiet=True, overrides=[f"engine.many_runs={value}"]
                 )
                 out[f"{label}_{attempt}_s"] = time.perf_counter() - started
                 folders[label] = (folder, rows)
         n = len(folders["off"][1])
         for key in list(out):
             out[key.replace("_s", "_runs_per_s")] = n / out[key]
-        out["ratio_cold"] = out["off_cold_s"] / out["batched_cold_s"]
-        out["ratio_warm"] = out["off_warm_s"] / out["batched_warm_s"]
-        (off_dir, rows), (on_dir, _) = folders["off"], folders["batched"]
+        out["ratio_cold"] = out["off_cold_s"] / out["together_cold_s"]
+        out["ratio_warm"] = out["off_warm_s"] / out["together_warm_s"]
+        (off_dir, rows), (on_dir, _) = folders["off"], folders["together"]
         same_trace = same_params = 0
         for r in rows:
             a, b = read_manifest(off_dir / r.run_id), read_manifest(on_dir / r.run_id)
@@ -193,15 +193,15 @@ def _print(name: str, entry: dict) -> None:
     e = entry["engine"]
     print(
         f"{name}: {e['runs']} runs, batches of {e['batch_size']} ({e['batch_choice']})\n"
-        f"  engine: one by one {e['one_by_one_runs_per_s']:.2f} runs/s, batched "
-        f"{e['batched_runs_per_s']:.2f} runs/s: {e['ratio']:.2f}x; parameters {e['params']}"
+        f"  engine: one by one {e['one_by_one_runs_per_s']:.2f} runs/s, together "
+        f"{e['together_runs_per_s']:.2f} runs/s: {e['ratio']:.2f}x; parameters {e['params']}"
     )
     s = entry.get("sweep")
     if s:
         print(
-            f"  sweep: cold {s['off_cold_runs_per_s']:.2f} -> {s['batched_cold_runs_per_s']:.2f} "
+            f"  sweep: cold {s['off_cold_runs_per_s']:.2f} -> {s['together_cold_runs_per_s']:.2f} "
             f"runs/s ({s['ratio_cold']:.2f}x), warm {s['off_warm_runs_per_s']:.2f} -> "
-            f"{s['batched_warm_runs_per_s']:.2f} runs/s ({s['ratio_warm']:.2f}x); same trace "
+            f"{s['together_warm_runs_per_s']:.2f} runs/s ({s['ratio_warm']:.2f}x); same trace "
             f"{s['same_trace']}/{s['runs']}, same parameters {s['same_params']}/{s['runs']}"
         )
     sys.stdout.flush()

@@ -14,7 +14,7 @@ import pytest
 from engine_helpers import cluster, quadratic
 
 from gemsim import engine, problems, rules, timing
-from gemsim.engine._batched import width_bucket
+from gemsim.engine._wavefront import width_bucket
 
 COMMITS = 500
 
@@ -46,7 +46,7 @@ def run_both(rule, trace, prob):
     plan = engine.plan_of(trace, window=rule.window, eval_every=100)
     kw = dict(params=prob.init_params, n_workers=trace.n_workers, chunk=64)
     seq = engine.SequentialExecutor(rule, prob, **kw).execute(plan)
-    batched = engine.BatchedExecutor(rule, prob, **kw)
+    batched = engine.WavefrontExecutor(rule, prob, **kw)
     bat = batched.execute(plan)
     return Both(seq, bat, batched, plan, batched.compiled_programs())
 
@@ -54,7 +54,7 @@ def run_both(rule, trace, prob):
 class Both(NamedTuple):
     seq: engine.EngineResult
     bat: engine.EngineResult
-    executor: engine.BatchedExecutor
+    executor: engine.WavefrontExecutor
     plan: engine.ExecutionPlan
     compiled_after: int  # the executor's programs right after its first plan
 

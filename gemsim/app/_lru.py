@@ -1,0 +1,30 @@
+"""`Lru`: the per-process cache of loaded things (data sets, user models, compiled executors)
+that the runs of a sweep share."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
+
+
+class Lru:
+    """A map of at most `size` loaded values; the least recently used goes first."""
+
+    def __init__(self, size: int):
+        self._size = size
+        self._items: OrderedDict[Hashable, Any] = OrderedDict()
+
+    def get(self, key: Hashable, load: Callable[[], Any]) -> Any:
+        """The value of `key`, loaded with `load()` the first time (or since it went)."""
+        if key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key]
+        value = load()
+        self._items[key] = value
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
+        return value
+
+    def values(self) -> Iterator[Any]:
+        return iter(list(self._items.values()))

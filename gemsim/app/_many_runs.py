@@ -1,0 +1,136 @@
+"""Runs of a sweep executed together in one compiled program (`engine.many_runs`,
+`engine.ManyRunsExecutor`): one record per run, each as if it had run alone. Which runs, and
+how many at once, is `_many_runs_plan.py`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gemsim import config
+from gemsim.results import RunResult
+from gemsim.types import Progress
+
+from ._lru import Lru
+from ._one_run import execute_run
+from ._provenance import utc_now
+from ._record import RunIdentity, failed_result, run_result
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    who: RunIdentity
+    trace: Any
+    run: Any  # engine.RunInputs
+    executor_key: tuple
+
+
+# Compiled many-runs executors, one per signature and lifted fields (per process).
+MANY = Lru(4)
+
+
+def execute_many(
+    unit: Sequence[RunIdentity], progress: Progress | None = None, *, pad_to: int = 0
+) -> list[RunResult]:
+    """The runs of a unit, executed together at `pad_to` runs (copies of the first fill the
+    rest; their results are dropped); one record per run, in the unit's order. A run whose
+    preparation fails (its data, its trace) is a `failed` record; the others go on."""
+    from jax import errors
+
+    started, started_at = time.perf_counter(), utc_now()
+    floats = [config.many_runs_signature(w.expanded.scenario)[1] for w in unit]
+    lifted = tuple(sorted(p for p in floats[0] if len({f[p] for f in floats}) > 1))
+    prepared: list[_Prepared | RunResult] = []
+    for w, f in zip(unit, floats, strict=True):
+        try:
+            prepared.append(_prepare(w, {p: f[p] for p in lifted}, lifted))
+        except Exception as exc:  # one run's bad data must not end the others
+            wall = time.perf_counter() - started
+            prepared.append(failed_result(w, exc, wall_seconds=wall, started_at=started_at))
+    ready = [p for p in prepared if isinstance(p, _Prepared)]
+    size = max(pad_to, len(ready))
+    try:
+        outs = _execute(ready + ready[:1] * (size - len(ready)), lifted, progress)
+    except (
+        errors.ConcretizationTypeError,
+        errors.TracerBoolConversionError,
+        errors.TracerIntegerConversionError,
+        errors.TracerArrayConversionError,
+    ) as exc:
+        # The rule cannot take these hyperparameters traced (its factory branches on one):
+        # only the runs whose values are equal execute together.
+        return _split_by_values(unit, lifted, floats, progress, exc, pad_to)
+    except Exception as exc:  # a bug or resource error of one run must not fail the others
+        note = f"the runs together raised {type(exc).__name__}: they executed one by one"
+        return [execute_run(w, progress=progress).placed({"many_runs_note": note}) for w in unit]
+    wall = time.perf_counter() - started
+    records, done = [], iter(outs)
+    for i, p in enumerate(prepared):
+        if not isinstance(p, _Prepared):
+            records.append(p)
+            continue
+        record = run_result(
+            p.who,
+            p.trace,
+            next(done),
+            started=started,
+            started_at=started_at,
+            executor="ManyRunsExecutor",
+            wall_seconds=wall / len(unit),
+        )
+        together = {"runs": size, "index": i, "lifted": list(lifted), "wall_seconds": wall}
+        records.append(record.placed({"many_runs": together}))
+    return records
+
+
+def _prepare(who: RunIdentity, hyper: Mapping[str, float], lifted: tuple[str, ...]):
+    from gemsim import engine, timing
+
+    from ._stages import build_problem
+
+    scenario = who.expanded.scenario
+    rule, problem = config.build_rule(scenario), build_problem(scenario)
+    trace = timing.simulate(config.build_cluster(scenario), seed=scenario.seed)
+    plan = engine.plan_of(trace, window=rule.window, eval_every=scenario.eval.every)
+    run = engine.RunInputs(plan, problem, problem.init_params, dict(hyper))
+    signature, floats = config.many_runs_signature(scenario)
+    constants = tuple((p, v) for p, v in sorted(floats.items()) if p not in lifted)
+    return _Prepared(who, trace, run, (signature, lifted, constants, trace.n_workers))
+
+
+def _execute(ready: list[_Prepared], lifted: tuple[str, ...], progress):
+    from gemsim import engine
+
+    if not ready:
+        return []
+    first = ready[0]
+    scenario = first.who.expanded.scenario
+
+    def make():
+        rule_of = config.lifted_rule(scenario, lifted)
+        return engine.ManyRunsExecutor(
+            rule_of,
+            first.run,
+            n_workers=first.trace.n_workers,
+            chunk=scenario.engine.chunk,
+        )
+
+    executor = MANY.get(first.executor_key, make)
+    return executor.execute([p.run for p in ready], progress=progress)
+
+
+def _split_by_values(unit, lifted, floats, progress, exc, pad_to) -> list[RunResult]:
+    """The unit again as smaller units of runs with equal lifted values (no lifting)."""
+    groups: dict[tuple, list[int]] = {}
+    for i, f in enumerate(floats):
+        groups.setdefault(tuple(f[p] for p in lifted), []).append(i)
+    records: list[Any] = [None] * len(unit)
+    reason = f"{sorted(lifted)} not traced ({type(exc).__name__}): together by equal values"
+    for members in groups.values():
+        sub = [unit[i] for i in members]
+        done = execute_many(sub, progress, pad_to=pad_to)
+        for i, record in zip(members, done, strict=True):
+            records[i] = record.placed({"many_runs_note": reason})
+    return records
