@@ -20,8 +20,8 @@ Two figures each, runs per second of both ways and their ratio:
   8), each run twice: the first pass compiles (``cold``), the second reuses the process's
   compiled programs (``warm``).
 
-Every run's trace executed together must equal its one-by-one run's; parameters are reported as equal
-(same sha256) or by their largest relative difference.
+Every run's trace executed together must equal its one-by-one run's; parameters are reported
+as equal (same sha256) or by their largest relative difference.
 
     python benchmarks/many_runs.py                # every workload (about 15 min on 2 cores)
     python benchmarks/many_runs.py --workloads quadratic --rounds 3
@@ -45,7 +45,8 @@ from _common import environment, environment_line
 from gemsim import config, engine, timing
 from gemsim.app import _many_runs_plan
 from gemsim.app._run_sweep import run_file
-from gemsim.app._stages import build_problem, build_rule
+from gemsim.app._stages import build_problem
+from gemsim.config import build_rule
 from gemsim.results import read_manifest
 
 BASE = {
@@ -91,7 +92,8 @@ def engine_figures(name: str, rounds: int) -> dict:
         runs.append(engine.RunInputs(plan, problem, problem.init_params, {}))
     size, why = _many_runs_plan.unit_size(scenarios[0], len(runs))
     if name == "cnn":
-        auto = _many_runs_plan.unit_size(config.parse_scenario({**doc, "engine": {}}, name), len(runs))
+        default = config.parse_scenario({**doc, "engine": {}}, name)
+        auto = _many_runs_plan.unit_size(default, len(runs))
         why = f"forced 8; auto: {auto[0]} ({auto[1]})"
     rule = build_rule(scenarios[0])
     single = engine.SequentialExecutor(rule, runs[0].problem, params=runs[0].params, n_workers=16)
