@@ -52,6 +52,17 @@ class RennalaBlock(Block):
         return rules.rennala(lr=self.lr, batch=self.batch)
 
 
+class MaleniaBlock(Block):
+    rule: Literal["malenia"]
+    lr: PositiveFloat
+    batch: PositiveInt | None = None  # the paper's S; None: the number of workers
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        return rules.malenia(lr=self.lr, batch=self.batch)
+
+
 class FedbuffBlock(Block):
     rule: Literal["fedbuff"]
     lr: PositiveFloat

@@ -13,6 +13,7 @@ from ._newer_rule_blocks import (
     FedasyncBlock,
     FedbuffBlock,
     GapAwareBlock,
+    MaleniaBlock,
     RennalaBlock,
     RingmasterBlock,
     ServerMomentumBlock,
@@ -52,6 +53,7 @@ Optimizer = Annotated[
     | Annotated[DelayAdaptiveBlock, Tag("delay_adaptive")]
     | Annotated[RingmasterBlock, Tag("ringmaster")]
     | Annotated[RennalaBlock, Tag("rennala")]
+    | Annotated[MaleniaBlock, Tag("malenia")]
     | Annotated[FedbuffBlock, Tag("fedbuff")]
     | Annotated[FedasyncBlock, Tag("fedasync")]
     | Annotated[ServerMomentumBlock, Tag("server_momentum")]

@@ -32,6 +32,9 @@ from gemsim.rules._gem_optax import gem_optax as gem_optax
 from gemsim.rules._local import LocalServerState as LocalServerState
 from gemsim.rules._local import LocalWorkerState as LocalWorkerState
 from gemsim.rules._local import local as local
+from gemsim.rules._malenia import MaleniaState as MaleniaState
+from gemsim.rules._malenia import MaleniaWorkerState as MaleniaWorkerState
+from gemsim.rules._malenia import malenia as malenia
 from gemsim.rules._protocol import CommitContext as CommitContext
 from gemsim.rules._protocol import CommitInfo as CommitInfo
 from gemsim.rules._protocol import Rule as Rule
@@ -89,6 +92,8 @@ __all__ = [
     "LocalServerState",
     "LocalVelocity",
     "LocalWorkerState",
+    "MaleniaState",
+    "MaleniaWorkerState",
     "Polynomial",
     "PulledAt",
     "RennalaState",
@@ -116,6 +121,7 @@ __all__ = [
     "gem_optax",
     "keep_gradient",
     "local",
+    "malenia",
     "pull_state",
     "rennala",
     "ringmaster",

@@ -46,6 +46,7 @@ PER_COMMIT_RULES = {
     "delay_adaptive": {"rule": "delay_adaptive", "lr": 0.1},
     "ringmaster": {"rule": "ringmaster", "lr": 0.1},
     "rennala": {"rule": "rennala", "lr": 0.1},
+    "malenia": {"rule": "malenia", "lr": 0.1},
     "fedbuff": {"rule": "fedbuff", "lr": 0.1},
     "fedasync": {"rule": "fedasync", "lr": 0.1},
     "server_momentum": {"rule": "server_momentum", "lr": 0.1},
