@@ -1,5 +1,8 @@
 """`optimizer:` — the union of every rule block, told apart by `rule:` (a name, or an import
-path for a rule outside gemsim)."""
+path for a rule outside gemsim). The blocks live by kind: gradient rules
+(`_gradient_rule_blocks.py`), model rules (`_model_rule_blocks.py`), round rules
+(`_round_rule_blocks.py`), and rules from elsewhere or made of optax transformations
+(`_open_rule_blocks.py`)."""
 
 from __future__ import annotations
 
@@ -7,28 +10,21 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Tag
 
-from ._newer_rule_blocks import (
-    DelayAdaptiveBlock,
-    EamsgdBlock,
-    FedasyncBlock,
-    FedbuffBlock,
-    GapAwareBlock,
-    MaleniaBlock,
-    RennalaBlock,
-    RingmasterBlock,
-    ServerMomentumBlock,
-)
-from ._open_blocks import ImportRuleBlock, LocalBlock
-from ._optimizer_blocks import (
+from ._gradient_rule_blocks import (
     AgnBlock,
     DcasgdBlock,
+    DelayAdaptiveBlock,
     DownpourBlock,
-    EasgdBlock,
+    GapAwareBlock,
     GemBlock,
+    RingmasterBlock,
+    ServerMomentumBlock,
     SoftsyncBlock,
     StalenessBlock,
-    SyncBlock,
 )
+from ._model_rule_blocks import EamsgdBlock, EasgdBlock, FedasyncBlock
+from ._open_rule_blocks import ImportRuleBlock, LocalBlock
+from ._round_rule_blocks import FedbuffBlock, MaleniaBlock, RennalaBlock, SyncBlock
 
 IMPORT_TAG = "import"
 

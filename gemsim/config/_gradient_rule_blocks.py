@@ -1,7 +1,8 @@
-"""The blocks of gemsim's built-in rules; each builds the rule's pure functions.
-
-`gemsim.rules` (JAX) is imported by `build()` only, so that loading a scenario stays light.
-"""
+"""Blocks of the gradient rules: each commit carries a worker's gradient(s), applied to the
+centre as it comes, scaled, damped or discarded by the rule (asynchronous SGD and its
+staleness corrections). Each block builds its rule; `gemsim.rules` (JAX) is imported by
+`build()` only, so that loading a scenario stays light. A default of None means "the number
+of workers", resolved when the rule is initialised."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from ._block import Block
+from ._weight_blocks import InverseWeight, Weight, weight_shorthand
 
 if TYPE_CHECKING:
     from gemsim import rules
@@ -55,49 +57,15 @@ class DownpourBlock(Block):
         return rules.downpour(lr=self.lr, window=self.window, local_momentum=self.local_momentum)
 
 
-class InverseWeight(Block):
-    kind: Literal["inverse"]
+class AgnBlock(Block):
+    rule: Literal["agn"]
+    lr: PositiveFloat
+    window: PositiveInt = 1
 
-    def build(self):
+    def build(self) -> rules.Rule:
         from gemsim import rules
 
-        return rules.Inverse()
-
-
-class PolynomialWeight(Block):
-    kind: Literal["polynomial"]
-    a: PositiveFloat
-
-    def build(self):
-        from gemsim import rules
-
-        return rules.Polynomial(a=self.a)
-
-
-class HingeWeight(Block):
-    kind: Literal["hinge"]
-    a: PositiveFloat
-    b: Annotated[float, Field(ge=0)]
-
-    def build(self):
-        from gemsim import rules
-
-        return rules.Hinge(a=self.a, b=self.b)
-
-
-class ConstantWeightBlock(Block):
-    kind: Literal["constant"]
-
-    def build(self):
-        from gemsim import rules
-
-        return rules.ConstantWeight()
-
-
-Weight = Annotated[
-    InverseWeight | PolynomialWeight | HingeWeight | ConstantWeightBlock,
-    Field(discriminator="kind"),
-]
+        return rules.agn(lr=self.lr, window=self.window)
 
 
 class StalenessBlock(Block):
@@ -108,10 +76,7 @@ class StalenessBlock(Block):
     @model_validator(mode="before")
     @classmethod
     def _weight_shorthand(cls, data):
-        """`weight: inverse` is shorthand for `weight: {kind: inverse}`."""
-        if isinstance(data, dict) and isinstance(data.get("weight"), str):
-            return {**data, "weight": {"kind": data["weight"]}}
-        return data
+        return weight_shorthand(data)
 
     def build(self) -> rules.Rule:
         from gemsim import rules
@@ -134,41 +99,6 @@ class SoftsyncBlock(Block):
         return rules.softsync(lr=self.lr, c=self.c, momentum=self.momentum)
 
 
-class AgnBlock(Block):
-    rule: Literal["agn"]
-    lr: PositiveFloat
-    window: PositiveInt = 1
-
-    def build(self) -> rules.Rule:
-        from gemsim import rules
-
-        return rules.agn(lr=self.lr, window=self.window)
-
-
-class EasgdBlock(Block):
-    """Give `alpha`, or `rho` with alpha = rho * lr."""
-
-    rule: Literal["easgd"]
-    lr: PositiveFloat
-    alpha: Annotated[float, Field(gt=0, le=1)] | None = None
-    rho: PositiveFloat | None = None
-    window: PositiveInt = 1
-
-    @model_validator(mode="after")
-    def _alpha_or_rho(self):
-        if (self.alpha is None) == (self.rho is None):
-            raise ValueError("give exactly one of `alpha` or `rho` (alpha = rho * lr)")
-        if self.rho is not None and not 0 < self.rho * self.lr <= 1:
-            raise ValueError(f"alpha = rho * lr = {self.rho * self.lr} must lie in (0, 1]")
-        return self
-
-    def build(self) -> rules.Rule:
-        from gemsim import rules
-
-        alpha = self.alpha if self.alpha is not None else self.rho * self.lr
-        return rules.easgd(lr=self.lr, alpha=alpha, window=self.window)
-
-
 class DcasgdBlock(Block):
     rule: Literal["dcasgd"]
     lr: PositiveFloat
@@ -185,12 +115,49 @@ class DcasgdBlock(Block):
         )
 
 
-class SyncBlock(Block):
-    rule: Literal["sync"]
+class DelayAdaptiveBlock(Block):
+    rule: Literal["delay_adaptive"]
     lr: PositiveFloat
-    momentum: Momentum = 0.9
+    tau_c: PositiveFloat | None = None  # None: the number of workers
 
     def build(self) -> rules.Rule:
         from gemsim import rules
 
-        return rules.sync(lr=self.lr, momentum=self.momentum)
+        return rules.delay_adaptive(lr=self.lr, tau_c=self.tau_c)
+
+
+class RingmasterBlock(Block):
+    rule: Literal["ringmaster"]
+    lr: PositiveFloat
+    threshold: PositiveInt | None = None  # None: the number of workers
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        return rules.ringmaster(lr=self.lr, threshold=self.threshold)
+
+
+class GapAwareBlock(Block):
+    rule: Literal["gap_aware"]
+    lr: PositiveFloat
+    momentum: Momentum = 0.0
+    ema: Annotated[float, Field(ge=0, lt=1)] = 0.999  # decay of C's mean square
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        return rules.gap_aware(lr=self.lr, momentum=self.momentum, ema=self.ema)
+
+
+class ServerMomentumBlock(Block):
+    rule: Literal["server_momentum"]
+    lr: PositiveFloat
+    momentum: Momentum = 0.9
+    implicit_correction: bool = False
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        return rules.server_momentum(
+            lr=self.lr, momentum=self.momentum, implicit_correction=self.implicit_correction
+        )

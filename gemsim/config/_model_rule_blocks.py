@@ -1,0 +1,101 @@
+"""Blocks of the model rules: workers take local steps on their own variables and the server
+mixes their models or displacements into the centre (elastic averaging, FedAsync). Each block
+builds its rule; `local` (an optax inner and outer optimizer) is in `_open_rule_blocks.py`
+beside the optax blocks it is made of."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+
+from ._block import Block
+from ._gradient_rule_blocks import Momentum
+from ._weight_blocks import PolynomialWeight, Weight, weight_shorthand
+
+if TYPE_CHECKING:
+    from gemsim import rules
+
+MixingRate = Annotated[float, Field(gt=0, le=1)]
+
+
+def moving_rate(lr: float, alpha: float | None, rho: float | None) -> float:
+    """The elastic moving rate of a block that gives `alpha`, or `rho` with alpha = rho * lr
+    (the EASGD paper's notation); exactly one of them, and alpha in (0, 1]."""
+    if (alpha is None) == (rho is None):
+        raise ValueError("give exactly one of `alpha` or `rho` (alpha = rho * lr)")
+    if rho is not None and not 0 < rho * lr <= 1:
+        raise ValueError(f"alpha = rho * lr = {rho * lr} must lie in (0, 1]")
+    return alpha if alpha is not None else rho * lr
+
+
+class EasgdBlock(Block):
+    """Give `alpha`, or `rho` with alpha = rho * lr."""
+
+    rule: Literal["easgd"]
+    lr: PositiveFloat
+    alpha: MixingRate | None = None
+    rho: PositiveFloat | None = None
+    window: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _alpha_or_rho(self):
+        moving_rate(self.lr, self.alpha, self.rho)
+        return self
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        alpha = moving_rate(self.lr, self.alpha, self.rho)
+        return rules.easgd(lr=self.lr, alpha=alpha, window=self.window)
+
+
+class EamsgdBlock(Block):
+    """Give `alpha`, or `rho` with alpha = rho * lr (the paper's notation), as for `easgd`."""
+
+    rule: Literal["eamsgd"]
+    lr: PositiveFloat
+    alpha: MixingRate | None = None
+    rho: PositiveFloat | None = None
+    window: PositiveInt = 10
+    momentum: Momentum = 0.99  # the paper's delta
+
+    @model_validator(mode="after")
+    def _alpha_or_rho(self):
+        moving_rate(self.lr, self.alpha, self.rho)
+        return self
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        alpha = moving_rate(self.lr, self.alpha, self.rho)
+        return rules.eamsgd(lr=self.lr, alpha=alpha, window=self.window, momentum=self.momentum)
+
+
+class FedasyncBlock(Block):
+    """`weight` as for `staleness` (`inverse`, `{kind: polynomial, a}`, `{kind: hinge, a, b}`,
+    `constant`), evaluated at the paper's t - tau (the commit's staleness plus one); FedAsync's
+    polynomial with a = 0.5 by default."""
+
+    rule: Literal["fedasync"]
+    lr: PositiveFloat
+    alpha: MixingRate = 0.6
+    rho: NonNegativeFloat = 0.0
+    window: PositiveInt = 8
+    weight: Weight = PolynomialWeight(kind="polynomial", a=0.5)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _weight_shorthand(cls, data):
+        return weight_shorthand(data)
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        return rules.fedasync(
+            lr=self.lr,
+            alpha=self.alpha,
+            rho=self.rho,
+            window=self.window,
+            weight=self.weight.build(),
+        )

@@ -1,0 +1,63 @@
+"""Blocks of the round rules: the centre moves only when a round, a buffer or a batch of
+gradients is complete (synchronous SGD, Rennala, Malenia, FedBuff). Each block builds its rule;
+a default of None means "the number of workers", resolved when the rule is initialised."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import PositiveFloat, PositiveInt
+
+from ._block import Block
+from ._gradient_rule_blocks import Momentum
+
+if TYPE_CHECKING:
+    from gemsim import rules
+
+
+class SyncBlock(Block):
+    rule: Literal["sync"]
+    lr: PositiveFloat
+    momentum: Momentum = 0.9
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        return rules.sync(lr=self.lr, momentum=self.momentum)
+
+
+class RennalaBlock(Block):
+    rule: Literal["rennala"]
+    lr: PositiveFloat
+    batch: PositiveInt | None = None  # None: the number of workers
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        return rules.rennala(lr=self.lr, batch=self.batch)
+
+
+class MaleniaBlock(Block):
+    rule: Literal["malenia"]
+    lr: PositiveFloat
+    batch: PositiveInt | None = None  # the paper's S; None: the number of workers
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        return rules.malenia(lr=self.lr, batch=self.batch)
+
+
+class FedbuffBlock(Block):
+    rule: Literal["fedbuff"]
+    lr: PositiveFloat
+    window: PositiveInt = 8
+    buffer: PositiveInt = 10
+    server_lr: PositiveFloat = 1.0
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        return rules.fedbuff(
+            lr=self.lr, window=self.window, buffer=self.buffer, server_lr=self.server_lr
+        )
