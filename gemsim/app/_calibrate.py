@@ -24,10 +24,9 @@ from gemsim import timing
 from gemsim._atomic import atomic_write_text
 from gemsim._checks import UserError
 from gemsim.config import parse_scenario, window_of
+from gemsim.results import MANIFEST_FILE, TRACE_FILE
 from gemsim.trace import CommitTrace
 
-MANIFEST_FILE = "manifest.json"
-TRACE_FILE = "trace.parquet"
 CALIBRATED_FILE = "calibrated.yaml"
 SUFFIX = "-calibrated"
 _NAME_MAX = 120  # Scenario.name's limit
@@ -84,7 +83,7 @@ class CalibratedRun:
         return "\n".join(lines) + "\n" + body
 
     def write(self, out: str | os.PathLike[str] | None = None) -> Path:
-        """Write the YAML to ``out`` (default ``RUN_DIR/calibrated.yaml``), atomically.
+        """Write the YAML to ``out`` (default `CALIBRATED_FILE` in the run folder), atomically.
 
         Raises:
             UserError: naming ``out`` when it cannot be written.
@@ -142,7 +141,7 @@ def calibrate_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 def write_calibrated(
     run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None
 ) -> Path:
-    """Calibrate a run folder and write the scenario YAML (default RUN_DIR/calibrated.yaml)."""
+    """Calibrate a run folder and write the scenario YAML (default `CALIBRATED_FILE` in it)."""
     return calibrate_folder(run_dir).write(out)
 
 

@@ -36,7 +36,7 @@ from gemsim import config, results, timing
 from gemsim.config import Scenario, ScenarioError
 from gemsim.trace import CommitTrace
 
-from ._calibrate import calibrate_folder
+from ._calibrate import CALIBRATED_FILE, calibrate_folder
 from ._progress import ProgressBar
 from ._run import preflight, run, write_result
 
@@ -102,7 +102,7 @@ def validate_file(
     write_result(out_dir, replay)
 
     calibrated = calibrate_folder(real_dir)
-    calibrated_file = calibrated.write(out_dir / "calibrated.yaml")
+    calibrated_file = calibrated.write(out_dir / CALIBRATED_FILE)
     report = compare(scenario, real, replay, Scenario.model_validate(calibrated.config))
     report = ValidationReport(
         **{

@@ -35,7 +35,18 @@ from ._data_files import fashion_mnist_files, mnist_files
 from ._idx import read_idx
 from ._keys import KeyTag, host_rng
 from ._npz import read_arrays
-from ._specs import Arrays, Cifar10, DatasetSpec, Digits, FashionMnist, Mnist, Mnist5k, Synthetic
+from ._specs import (
+    DATASET_SPECS,
+    Arrays,
+    Cifar10,
+    DatasetSpec,
+    Digits,
+    FashionMnist,
+    Mnist,
+    Mnist5k,
+    Synthetic,
+    spec_names,
+)
 
 __all__ = [
     "FASHION_MEAN",
@@ -217,8 +228,7 @@ def load_dataset(spec: DatasetSpec, seed: int) -> Dataset:
         case Synthetic():
             return make_synthetic(spec, seed)
     raise TypeError(
-        f"unknown dataset spec {spec!r}; expected one of Mnist5k, Digits, Mnist, FashionMnist, "
-        "Cifar10, Arrays, Synthetic"
+        f"unknown dataset spec {spec!r}; expected one of {spec_names(DATASET_SPECS)}"
     )
 
 

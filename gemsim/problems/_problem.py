@@ -20,28 +20,23 @@ from ._models import build_model
 from ._npz import DataError, check_arrays, npz_headers
 from ._sizes import DataShape, data_shape, param_count
 from ._specs import (
+    DATASET_SPECS,
     Arrays,
-    Cifar10,
     Cnn,
     DatasetSpec,
-    Digits,
-    FashionMnist,
     Imported,
     Logistic,
     Mlp,
-    Mnist,
-    Mnist5k,
     ModelSpec,
     Quadratic,
     Resnet,
-    Synthetic,
+    spec_names,
 )
 from ._user import UserModel, as_user_model, check_user_model, load_model
 
 __all__ = ["Problem", "imported_sizes", "make_problem"]
 
 _BUILT_IN = (Cnn, Mlp, Logistic, Resnet)
-_DATASET_TYPES = (Mnist5k, Digits, Mnist, FashionMnist, Cifar10, Arrays, Synthetic)
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,12 +158,12 @@ def _check_args(
 ) -> None:
     if isinstance(model, Quadratic) and dataset is not None:
         raise ValueError(f"model quadratic takes no dataset (pass None), got {dataset!r}")
-    if isinstance(model, _BUILT_IN) and data is None and not isinstance(dataset, _DATASET_TYPES):
+    if isinstance(model, _BUILT_IN) and data is None and not isinstance(dataset, DATASET_SPECS):
         raise ValueError(
-            f"model {type(model).__name__} needs a dataset (Mnist5k, Digits, Mnist, "
-            f"FashionMnist, Cifar10, Arrays or Synthetic), got {dataset!r}"
+            f"model {type(model).__name__} needs a dataset ({spec_names(DATASET_SPECS)}), "
+            f"got {dataset!r}"
         )
-    if dataset is not None and not isinstance(dataset, _DATASET_TYPES):
+    if dataset is not None and not isinstance(dataset, DATASET_SPECS):
         raise ValueError(f"make_problem: dataset must be a dataset spec or None, got {dataset!r}")
     for name, value, low, high in (
         ("batch_size", batch_size, 1, None),

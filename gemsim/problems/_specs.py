@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -338,3 +339,11 @@ class Arrays:
 
 
 DatasetSpec = Mnist5k | Digits | Mnist | FashionMnist | Cifar10 | Arrays | Synthetic
+DATASET_SPECS: tuple[type, ...] = typing.get_args(DatasetSpec)
+"""Every dataset spec class (one home: checks and messages list these)."""
+
+
+def spec_names(specs: tuple[type, ...]) -> str:
+    """``"A, B or C"``: the class names, for an error message."""
+    names = [t.__name__ for t in specs]
+    return ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]

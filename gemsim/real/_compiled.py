@@ -2,8 +2,8 @@
 
 A worker runs `gradient_phase` on the row the parameter server wrote for it and sends the
 result back as one flat float32 vector; the server applies it with `commit_phase`. Both are
-the engine's functions (gemsim/engine/step.py), so a real run and the replay of its trace
-compute every commit with the same code and differ only where XLA fuses differently.
+the engine's own (`gemsim.engine`), so a real run and the replay of its trace compute every
+commit with the same code and differ only where XLA fuses differently.
 """
 
 from __future__ import annotations
@@ -16,8 +16,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from gemsim.engine._layout import RowLayout, initial_slots
-from gemsim.engine._step import Carry, StepInput, commit_phase, gradient_phase
+from gemsim.engine import (
+    Carry,
+    RowLayout,
+    StepInput,
+    commit_phase,
+    gradient_phase,
+    initial_slots,
+)
 from gemsim.rules import pull_state
 
 

@@ -15,8 +15,7 @@ import jax
 import numpy as np
 
 from gemsim import timing
-from gemsim.engine import EngineResult
-from gemsim.engine._metrics import MetricsRecorder
+from gemsim.engine import EngineResult, MetricsRecorder
 from gemsim.types import Status
 
 from ._compiled import Compiled

@@ -11,9 +11,9 @@ __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         "gemsim._atomic": ["atomic_write_bytes", "atomic_write_text"],
+        "._files": ["MANIFEST_FILE", "METRICS_FILE", "PARAMS_FILE", "RUN_FILES", "TRACE_FILE"],
         "._manifest": [
             "FINISHED",
-            "MANIFEST_FILE",
             "MANIFEST_KEYS",
             "Manifest",
             "backend_of",
@@ -44,12 +44,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "plot_run_folder",
             "plot_staleness_hist",
         ],
-        "._run_result": ["RunResult"],
         "._run_folder": [
-            "METRICS_FILE",
-            "PARAMS_FILE",
-            "RUN_FILES",
-            "TRACE_FILE",
+            "RunResult",
             "is_finished",
             "params_sha256",
             "read_params",

@@ -16,7 +16,8 @@ import numpy as np
 
 from gemsim.types import RunKind, Status
 
-MANIFEST_FILE = "manifest.json"
+from ._files import MANIFEST_FILE
+
 MANIFEST_KEYS = (
     "name",
     "run_id",

@@ -1,4 +1,5 @@
-"""Run folders: one self-describing directory per run, written atomically.
+"""Run folders: one self-describing directory per run, written atomically, and `RunResult`,
+the one record type of a finished run, which a folder holds.
 
 Layout of ``OUT/<run_id>/``::
 
@@ -14,8 +15,10 @@ half-way leaves only a hidden folder that every reader skips.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
+import re
 import secrets
 import shutil
 import zipfile
@@ -27,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from gemsim._atomic import atomic_write_bytes, atomic_write_text, fsync_dir
+from gemsim.results._files import METRICS_FILE, PARAMS_FILE, RUN_FILES, TRACE_FILE
 from gemsim.results._manifest import (
     FINISHED,
     MANIFEST_FILE,
@@ -38,15 +42,12 @@ from gemsim.results._manifest import (
     manifest_to_json,
     read_manifest,
 )
-from gemsim.results._run_result import RunResult
 from gemsim.trace import CommitTrace
+from gemsim.types import PyTree, Status
 
-TRACE_FILE = "trace.parquet"
-METRICS_FILE = "metrics.parquet"
-PARAMS_FILE = "params.npz"
-RUN_FILES = (MANIFEST_FILE, TRACE_FILE, METRICS_FILE, PARAMS_FILE)
 __all__ = [
     "MANIFEST_KEYS",
+    "RunResult",
     "atomic_write_bytes",
     "atomic_write_text",
     "is_finished",
@@ -79,6 +80,82 @@ def is_finished(run_dir: str | os.PathLike[str], identity: str, kind: str = "sim
     found_kind = kind_of(manifest)
     found_identity = manifest.get("identity") or manifest.get("config_hash")
     return manifest.get("status") in FINISHED and found_identity == identity and found_kind == kind
+
+
+# --------------------------------------------------------------------------- the record
+
+_PATH_PART = re.compile(r"\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]|\.(\w+)")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RunResult:
+    """A finished run: its manifest, trace, metrics and final parameters, as its folder holds
+    them (plain numpy and pandas, so that it pickles between processes and machines).
+
+    Attributes:
+        manifest: what ran and how it ended (`manifest.json`).
+        trace: the commit trace (``.to_pandas()`` for a frame).
+        metrics: per-commit metrics, one row per executed commit (a pandas DataFrame).
+        params: the final central parameters, one array per leaf keyed by its path
+            (``"['conv1']['w']"``, as ``params.npz`` holds them); :meth:`tree` nests them.
+    """
+
+    manifest: Manifest
+    trace: CommitTrace
+    metrics: Any  # pandas.DataFrame
+    params: dict[str, np.ndarray]
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.run_id
+
+    @property
+    def status(self) -> Status:
+        return Status(self.manifest.status)
+
+    def tree(self) -> PyTree:
+        """The parameters nested by their leaf paths: dicts for keys and attributes, lists for
+        indices (the built-in models' own pytrees, whose parameters are dicts)."""
+        return nest(self.params)
+
+    def placed(self, placement: Mapping[str, Any], *, command: str | None = None) -> RunResult:
+        """The result with where it ran (`provenance.placement`) and the command that started
+        the sweep (a job process knows only its own) recorded in its manifest."""
+        prov = dict(self.manifest.provenance)
+        prov["placement"] = {**prov.get("placement", {}), **placement}
+        if command is not None:
+            prov["command"] = command
+        manifest = dataclasses.replace(self.manifest, provenance=prov)
+        return dataclasses.replace(self, manifest=manifest)
+
+    def write(self, out_dir: str | Path) -> Path:
+        """The run folder ``out_dir/<run_id>/``, written atomically (`write_run`)."""
+        return write_run(out_dir, self.run_id, self.manifest, self.trace, self.metrics, self.params)
+
+
+def nest(flat: Mapping[str, np.ndarray]) -> PyTree:
+    """Leaf paths (``jax.tree_util.keystr``'s form) nested into dicts and lists."""
+    root: dict[Any, Any] = {}
+    for path, leaf in flat.items():
+        parts = [m.group(1) or m.group(3) or int(m.group(2)) for m in _PATH_PART.finditer(path)]
+        if not parts:
+            root[path] = leaf
+            continue
+        node = root
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = leaf
+    return _lists(root)
+
+
+def _lists(node: Any) -> Any:
+    """Dicts whose keys are 0..n-1 (sequence indices) as lists."""
+    if not isinstance(node, dict):
+        return node
+    node = {k: _lists(v) for k, v in node.items()}
+    if node and all(isinstance(k, int) for k in node) and sorted(node) == list(range(len(node))):
+        return [node[i] for i in range(len(node))]
+    return node
 
 
 # --------------------------------------------------------------------------- params
