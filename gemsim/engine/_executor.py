@@ -27,7 +27,7 @@ class EngineResult:
     status: Status
     n_commits: int  # commits applied (the diverging commit is not applied)
     diverged_at: int | None
-    metrics: dict[str, np.ndarray]  # one entry per executed commit (columns, see metrics.py)
+    metrics: dict[str, np.ndarray]  # one entry per executed commit (columns: `MetricsRecorder`)
     evals: dict[int, dict[str, float]]  # commit -> evaluation of the central variable after it
     final: dict[str, float]  # evaluation of the final central variable (the last finite one)
     server_state: PyTree  # the rule's server state at the end (numpy leaves)
@@ -74,7 +74,8 @@ class Executor(abc.ABC):
         at its first write, which was most of an execution's fixed cost (docs/design.md §9).
         Runs of a sweep that share a compiled executor (`app`) reuse it one after another.
         A first run writes into a zeroed buffer through the same compiled program, so that
-        its second run compiles nothing more (a second program cost 0.2 s there).
+        its second run compiles nothing more (a second program cost time: benchmarks/
+        RESULTS.md, "Figures the code cites").
         """
         params = self.params0 if params is None else params
         spare, self._spare = self._spare, None

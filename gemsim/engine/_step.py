@@ -93,11 +93,11 @@ def _materialize(tree: PyTree, token: jax.Array) -> PyTree:
 
     The boundary is a loop whose trip count XLA cannot know (`token` >= 0: none), which it
     keeps on a CPU, where it drops optimization barriers. The loop's state is the tree's own
-    buffers: a conditional returning the tree copied it (40-60 us per commit of GEM on the
-    paper's CNN). `rules.stored`'s multiplication by a run-time one would round the same
-    without a boundary, but the gradient's last kernels (the bias gradients' reductions)
-    then fuse into every commit kernel that reads them, and the CNN's commit costs 0.3 ms
-    more.
+    buffers: a conditional returning the tree copied it on every commit. `rules.stored`'s
+    multiplication by a run-time one would round the same without a boundary, but the
+    gradient's last kernels (the bias gradients' reductions) then fuse into every commit
+    kernel that reads them, and the CNN's commit costs more (both measured: benchmarks/
+    RESULTS.md, "Figures the code cites").
     """
 
     def never(state):

@@ -1,10 +1,10 @@
 """The GEM paper's MNIST convolutional network.
 
 Convolutions are written as im2col + matmul and pooling as a reshape + max:
-on the 2-core CPU this measured ~1.5x the samples/s of
-``lax.conv_general_dilated`` + ``reduce_window`` for value_and_grad at b = 64,
-both plainly and under ``vmap`` over 8 workers (``benchmarks/conv.py``, which
-also holds the lax variant). Both are exchangeable through :class:`ConvOps`.
+on a 2-core CPU this gives more samples/s than ``lax.conv_general_dilated`` +
+``reduce_window`` for value_and_grad at b = 64, both plainly and under ``vmap``
+over 8 workers (``benchmarks/conv.py``, which also holds the lax variant; its
+figures in benchmarks/RESULTS.md). Both are exchangeable through :class:`ConvOps`.
 
 Layout: images NHWC, kernels HWIO ``[5, 5, c_in, c_out]``; an im2col patch
 lists its values kernel-row first, then kernel-column, then input channel, which

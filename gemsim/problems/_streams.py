@@ -7,11 +7,10 @@ order is a pseudo-random permutation of the training set keyed by
 over in an epoch are skipped (different ones each epoch).
 
 Why not ``jax.random.permutation``: it sorts the whole training set on every
-call (~1 ms per batch at n = 4,000 and ~20 ms at n = 60,000 on a 2-core CPU,
-comparable to the gradient itself). Instead the permutation is evaluated only
-at the b positions needed: a keyed Feistel network is a bijection on
-``[0, 2**(2*half))``, and "cycle walking" (re-encrypting values that land
-outside ``[0, n)``) turns it into a bijection on ``[0, n)``. Every epoch is
+call, which costs as much as the gradient itself (benchmarks/RESULTS.md). Instead
+the permutation is evaluated only at the b positions needed: a keyed Feistel
+network is a bijection on ``[0, 2**(2*half))``, and "cycle walking" (re-encrypting
+values that land outside ``[0, n)``) turns it into a bijection on ``[0, n)``. Every epoch is
 therefore exactly a permutation, and nothing depends on how many workers
 exist or in which order batches are requested.
 """

@@ -1,12 +1,12 @@
 """Long calls into XLA off the main thread, so that a signal is handled at once.
 
 Python runs signal handlers in the main thread only, between bytecodes: a main thread inside
-an XLA compilation (the paper's CNN takes over 10 s on a small machine) would hear SIGINT or
+an XLA compilation (seconds for the paper's CNN on a small machine) would hear SIGINT or
 SIGTERM only when the compilation returns. The parameter server's compilations and its final
 evaluation therefore run in a daemon thread while the main thread waits, and a
 KeyboardInterrupt (or `Terminated`) reaches the waiting main thread at once. The abandoned
 thread finishes or dies with the process; the command line then leaves with `os._exit`
-(gemsim/app/_signals.py), which does not wait for it.
+(`gemsim.app.exit_now`), which does not wait for it.
 """
 
 from __future__ import annotations

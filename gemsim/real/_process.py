@@ -8,7 +8,7 @@ to the server over its own pipe, never a shared queue: a worker killed while wri
 shared queue would leave its lock held and hang the others.
 The server serves the works that have arrived in the order they arrived (FIFO by the
 workers' send timestamps, on the system-wide monotonic clock), one at a time, so every
-commit is atomic. Parameters travel through shared memory (gemsim/real/shared.py).
+commit is atomic. Parameters travel through shared memory (`_shared.SharedArray`).
 
 A worker's scheduled downs (failures, churn, an availability trace: `timing.life_events`)
 kill it (SIGKILL) at their time and, when it is to come back, start a new process at once,

@@ -1,7 +1,7 @@
 """Update rules as pure JAX functions: GEM and every baseline, with their diagnostics.
 
 Each factory validates its hyperparameters and returns a :class:`Rule`, the
-NamedTuple of pure functions the engine drives (see ``_base``).
+NamedTuple of pure functions the engine drives (the interface: ``_rule.py``, docs/rules.md).
 """
 
 from gemsim.rules._agn import agn as agn
@@ -35,23 +35,23 @@ from gemsim.rules._local import local as local
 from gemsim.rules._malenia import MaleniaState as MaleniaState
 from gemsim.rules._malenia import MaleniaWorkerState as MaleniaWorkerState
 from gemsim.rules._malenia import malenia as malenia
-from gemsim.rules._protocol import CommitContext as CommitContext
-from gemsim.rules._protocol import CommitInfo as CommitInfo
-from gemsim.rules._protocol import Rule as Rule
-from gemsim.rules._protocol import RuleState as RuleState
-from gemsim.rules._protocol import Work as Work
-from gemsim.rules._protocol import commit_context as commit_context
-from gemsim.rules._protocol import fresh_row as fresh_row
-from gemsim.rules._protocol import keep_gradient as keep_gradient
-from gemsim.rules._protocol import pull_state as pull_state
-from gemsim.rules._protocol import start_at_snapshot as start_at_snapshot
-from gemsim.rules._protocol import stateless as stateless
-from gemsim.rules._protocol import stored as stored
-from gemsim.rules._protocol import zeros_acc as zeros_acc
 from gemsim.rules._rennala import RennalaState as RennalaState
 from gemsim.rules._rennala import rennala as rennala
 from gemsim.rules._ringmaster import RingmasterState as RingmasterState
 from gemsim.rules._ringmaster import ringmaster as ringmaster
+from gemsim.rules._rule import CommitContext as CommitContext
+from gemsim.rules._rule import CommitInfo as CommitInfo
+from gemsim.rules._rule import Rule as Rule
+from gemsim.rules._rule import RuleState as RuleState
+from gemsim.rules._rule import Work as Work
+from gemsim.rules._rule import commit_context as commit_context
+from gemsim.rules._rule import fresh_row as fresh_row
+from gemsim.rules._rule import keep_gradient as keep_gradient
+from gemsim.rules._rule import pull_state as pull_state
+from gemsim.rules._rule import start_at_snapshot as start_at_snapshot
+from gemsim.rules._rule import stateless as stateless
+from gemsim.rules._rule import stored as stored
+from gemsim.rules._rule import zeros_acc as zeros_acc
 from gemsim.rules._select import tree_medians as tree_medians
 from gemsim.rules._server_momentum import ServerMomentumState as ServerMomentumState
 from gemsim.rules._server_momentum import server_momentum as server_momentum

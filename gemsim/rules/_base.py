@@ -1,5 +1,5 @@
 """Helpers shared by the built-in rules: pytree arithmetic, worker-state stacking and the
-package-wide value checks. The protocol itself is in ``_protocol``."""
+package-wide value checks. The `Rule` interface itself is in ``_rule.py``."""
 
 from collections.abc import Callable
 
@@ -9,7 +9,7 @@ import optax
 import optax.tree_utils as otu
 
 from gemsim import _checks
-from gemsim.rules._protocol import (
+from gemsim.rules._rule import (
     CommitContext,
     CommitInfo,
     Rule,

@@ -1,7 +1,7 @@
 """Medians without sorting, for per-commit diagnostics.
 
-Sorting 164k float32 values under XLA on a CPU takes ~25 ms, far more than a
-GEM commit (~0.2 ms), so medians are found without sorting.
+Sorting 164k float32 values under XLA on a CPU takes a hundred times a GEM commit
+(benchmarks/RESULTS.md, "Figures the code cites"), so medians are found without sorting.
 
 :func:`binned_tree_medians` (what GEM's diagnostics use) counts values of a known
 range ``[0, high]`` into ``bins`` equal bins plus exact bins for the two ends
@@ -64,7 +64,7 @@ def _from_key(key: jax.Array) -> jax.Array:
 def _count_le(keys: jax.Array, bound: jax.Array) -> jax.Array:
     """Number of keys <= bound, as an exact count."""
     if keys.size <= _F32_EXACT:
-        # A float sum vectorises better on CPU than an int32 one (~1.4x faster here).
+        # A float sum vectorises better on CPU than an int32 one (benchmarks/RESULTS.md).
         return jnp.sum(jnp.where(keys <= bound, jnp.float32(1), jnp.float32(0)))
     return jnp.sum(keys <= bound, dtype=jnp.int32)
 
@@ -172,8 +172,8 @@ def binned_histograms(
       token: optional traced int32 scalar >= 0 known only at run time (e.g. the commit
         index). Given, each entry's copy of the histogram is computed from it along with
         the entry's bin; without it, XLA computes the pattern of copies once, as a constant
-        array as long as the leaf, and reads it back on every call (GEM's commit on the
-        paper's CNN: about 40 us per commit more). The counts are the same.
+        array as long as the leaf, and reads it back on every call (a cost per commit of
+        GEM on the paper's CNN: benchmarks/RESULTS.md). The counts are the same.
 
     Returns:
       int32 ``(len(leaves), bins + 3)``; per leaf, column 0 counts the values <= 0,
@@ -265,8 +265,8 @@ def bisected_tree_medians(
     every row (the whole tree and each leaf) at once: 32 rounds, each one fused
     compare-and-count over ``(leaves + 1) x 2 x n`` entries. For a few hundred values this
     costs less than the bins of a histogram (:func:`binned_tree_medians`), a sort (under XLA
-    on a CPU, a comparator call per comparison) or pairwise ranks (``n**2`` comparisons:
-    2.4x slower at 100 values vmapped over 64 runs, 10x at 256), and it vmaps well.
+    on a CPU, a comparator call per comparison) or pairwise ranks (``n**2`` comparisons,
+    slower from 100 values on: benchmarks/RESULTS.md), and it vmaps well.
     Identical to ``np.median`` of the unmasked values (but where the mean of the two middle
     values is subnormal: XLA on a CPU flushes it to zero); NaN where one of them is NaN or
     where none is left.
@@ -287,7 +287,7 @@ def bisected_tree_medians(
         keeps = [jnp.ravel(m) for m in masks]
     values, keep = jnp.concatenate(flats), jnp.concatenate(keeps)
     # Both from isnan: `keep & ~nan` would read simpler, but XLA then fuses the loop's input
-    # worse (92 against 71 us per step vmapped over 64 runs of 100 values).
+    # worse (benchmarks/RESULTS.md).
     counted = keep & ~jnp.isnan(values)
     nan = keep & jnp.isnan(values)
     if len(flats) == 1:  # one row: the leaf's median is the tree's

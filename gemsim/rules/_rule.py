@@ -1,4 +1,4 @@
-"""The public `Rule` protocol: what a parameter-server update rule is to gemsim.
+"""The public `Rule` interface: what a parameter-server update rule is to gemsim.
 
 A rule is a NamedTuple of pure, jit-able functions over pytrees (optax's style: the
 factory validates its hyperparameters and closes over them). The engine, and each real
@@ -157,9 +157,8 @@ def stored(tree: PyTree, token: jax.Array) -> PyTree:
     is then rounded where it is computed, whatever follows: a multiply-add that takes
     ``x * 1`` as its product is ``theta + x`` rounded once, the sum numpy computes. The
     multiplication fuses into its neighbours, so nothing is stored to memory: a
-    conditional on the token, which XLA also keeps, copied the tree on every commit (GEM's
-    commit on the paper's CNN: 65-120 us per commit more). XLA drops optimization
-    barriers on a CPU.
+    conditional on the token, which XLA also keeps, copied the tree on every commit
+    (benchmarks/RESULTS.md, "Figures the code cites"). XLA drops optimization barriers on a CPU.
     """
     one = jnp.asarray(token >= 0)
     return jax.tree.map(lambda leaf: leaf * one.astype(leaf.dtype), tree)
