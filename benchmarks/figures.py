@@ -5,7 +5,7 @@ with `--resume`, so that runs already in the results folder are not redone) and 
 results with `gemsim.load_results` and `gemsim.results.plot_loss`. Figures:
 
 - ``rules_compare``: every rule on `scenarios/rules/compare.yaml` (training loss against
-  virtual time), GEM and the classic baselines in one panel, the newer rules (with downpour
+  virtual time), GEM and the classic baselines in one panel, the other rules (with downpour
   for reference) in the other. `server_momentum` is dashed: with 16 workers the implicit
   momentum 1 - 1/16 exceeds its momentum 0.9, so the correction leaves no explicit momentum
   and it coincides with downpour.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CLASSIC = ("downpour", "staleness", "softsync", "gem", "dcasgd", "agn", "easgd", "sync")
-NEWER = (
+OTHERS = (
     "downpour",
     "delay_adaptive",
     "ringmaster",
@@ -72,13 +72,13 @@ def plot_rules_compare(results: Path, out: Path, title: str) -> None:
     from gemsim.results import plot_loss
 
     frame = load_results(results)
-    missing = sorted(set(CLASSIC + NEWER) - set(frame["optimizer.rule"]))
+    missing = sorted(set(CLASSIC + OTHERS) - set(frame["optimizer.rule"]))
     if missing:
         raise SystemExit(f"{results} has no runs of {', '.join(missing)}: run the sweep first")
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
     panels = (
         (CLASSIC, "GEM and the classic baselines"),
-        (NEWER, "The newer rules (downpour for reference)"),
+        (OTHERS, "Rules beyond the GEM paper (downpour for reference)"),
     )
     for ax, (names, heading) in zip(axes, panels, strict=True):
         subset = frame[frame["optimizer.rule"].isin(names)]

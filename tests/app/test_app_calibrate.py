@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from scenario_docs import QUADRATIC_PROBLEM
 from typer.testing import CliRunner
 
 from gemsim._checks import UserError
@@ -15,10 +16,7 @@ from gemsim.cli import app
 from gemsim.config import build_cluster, load_scenario, parse_scenario, resolved_config
 from gemsim.timing import CommitTrace, Gamma, LogNormal, staleness_tv
 
-QUADRATIC = {
-    "model": {"name": "quadratic", "dim": 8, "condition": 10.0, "noise": 0.1},
-    "batch_size": 1,
-}
+QUADRATIC = QUADRATIC_PROBLEM
 SOURCE = {
     "name": "cal",
     "seed": 5,

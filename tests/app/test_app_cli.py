@@ -12,6 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from scenario_docs import quadratic_doc
 from typer.testing import CliRunner
 
 from gemsim.cli import app
@@ -19,15 +20,7 @@ from gemsim.config import read_document
 from gemsim.results import read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
-QUAD = {
-    "name": "cli",
-    "seed": 5,
-    "workers": {"count": 3, "compute": {"dist": "exponential", "mean": 0.1}},
-    "budget": {"commits": 60},
-    "problem": {"model": {"name": "quadratic", "dim": 4, "noise": 0.1}},
-    "optimizer": {"rule": "gem", "lr": 0.05},
-    "eval": {"every": 30},
-}
+QUAD = quadratic_doc(name="cli", seed=5, workers=3, commits=60, dim=4, every=30)
 runner = CliRunner()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from scenario_docs import quadratic_doc
 from typer.testing import CliRunner
 
 import gemsim
@@ -21,18 +22,7 @@ from gemsim.app._stages import EXECUTORS
 from gemsim.cli import app
 from gemsim.results import load_results, load_summary, read_run
 
-QUADRATIC = {
-    "name": "quad",
-    "seed": 11,
-    "workers": {"count": 4, "compute": {"dist": "exponential", "mean": 0.1}},
-    "budget": {"commits": 200},
-    "problem": {
-        "model": {"name": "quadratic", "dim": 8, "condition": 10.0, "noise": 0.1},
-        "batch_size": 1,
-    },
-    "optimizer": {"rule": "gem", "lr": 0.05},
-    "eval": {"every": 50},
-}
+QUADRATIC = quadratic_doc()
 
 
 def write(tmp_path, doc, name="s.yaml"):

@@ -1,6 +1,6 @@
 """`gemsim run --jobs N` and `gemsim.run_sweep`: the same runs as one by one, whatever ends
-the driver (Ctrl-C, a kill) no worker outlives it and no folder is half-written, `--resume`
-after a kill redoes no finished run, and a crashed worker fails only its own run."""
+the driver (Ctrl-C, a kill) no job process outlives it and no folder is half-written, `--resume`
+after a kill redoes no finished run, and a crashed job process fails only its own run."""
 
 import contextlib
 import json
@@ -15,6 +15,7 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
+from scenario_docs import quadratic_doc
 
 import gemsim
 from gemsim.app._sweep_local import LocalPool, Lost, _pick, _Slot
@@ -22,23 +23,13 @@ from gemsim.results import RUN_FILES, load_results, read_manifest
 
 LAUNCHER = Path(__file__).parents[1] / "real" / "launch_cli.py"
 
-# Repeats only: every run shares one compiled program, so each worker compiles once.
-QUADRATIC = {
-    "name": "quad",
-    "seed": 11,
-    "workers": {"count": 4, "compute": {"dist": "exponential", "mean": 0.1}},
-    "budget": {"commits": 200},
-    "problem": {
-        "model": {"name": "quadratic", "dim": 8, "condition": 10.0, "noise": 0.1},
-        "batch_size": 1,
-    },
-    "optimizer": {"rule": "gem", "lr": 0.05},
-    "eval": {"every": 50},
-    # One run per unit: these tests are about processes; batches of runs have their own
-    # (tests/app/test_app_many_runs.py).
-    "engine": {"many_runs": "off"},
-    "repeats": 4,
-}
+# Repeats only: every run shares one compiled program, so each job process compiles once.
+QUADRATIC = quadratic_doc(
+    # One run per unit: these tests are about processes; runs executed together have their
+    # own (tests/app/test_app_many_runs.py).
+    engine={"many_runs": "off"},
+    repeats=4,
+)
 # About a second per run once compiled, so that a kill lands between runs; whole chunks of
 # 512 commits (one compiled segment length).
 LONGER = {"budget": {"commits": 80 * 512}, "eval": {"every": 80 * 512}}
@@ -68,11 +59,11 @@ def test_jobs_2_gives_the_runs_of_one_by_one(tmp_path):
         # The driver's CPUs (XLA:CPU's numbers depend on how many a process may use).
         assert placement["cpus"] == one["provenance"]["placement"]["cpus"]
         assert one["provenance"]["placement"]["scheduler"] == "in-process"
-        # the driver's call, not the worker's (a run started from Python records its call)
+        # the driver's call, not the job process's (a run started from Python records its call)
         driver = f"gemsim.run_sweep({str(scenario)!r}, jobs=2, out={str(tmp_path / 'two')!r},"
         assert two["provenance"]["command"] == f"{driver} quiet=True)"
         pids.add(placement["pid"])
-    assert len(pids) == 2  # each worker took a unit at once
+    assert len(pids) == 2  # each job process took a unit at once
     order = ["run_id", "commit"]
     expected = load_results(tmp_path / "one").sort_values(order, ignore_index=True)
     pd.testing.assert_frame_equal(frame.sort_values(order, ignore_index=True), expected)
@@ -82,18 +73,18 @@ def test_jobs_2_gives_the_runs_of_one_by_one(tmp_path):
     assert sorted(two["run_id"].unique()) == sorted(r.run_id for r in rows[:2])
 
 
-def test_an_idle_worker_keeps_to_what_it_compiled():
+def test_an_idle_job_process_keeps_to_what_it_compiled():
     keys = ["a", "a", "b", "b", "c"]
     me, other = _Slot(), _Slot()
     me.key, other.key = "a", "b"
     queue = [1, 3, 4]
     assert _pick(queue, me, [me, other], keys) == 1  # its own key
-    assert _pick(queue, me, [me, other], keys) == 4  # a key no other worker holds
+    assert _pick(queue, me, [me, other], keys) == 4  # a key no other job process holds
     assert _pick(queue, me, [me, other], keys) == 3 and queue == []  # else any
 
 
 def crashing_work(unit, progress):
-    """Module level, so that spawned workers import it by name."""
+    """Module level, so that spawned job processes import it by name."""
     kind = unit
     if kind == "exit":
         os._exit(3)
@@ -103,7 +94,7 @@ def crashing_work(unit, progress):
     return kind, os.getpid()
 
 
-def test_a_crashed_worker_loses_only_its_unit_and_leaves_no_process():
+def test_a_crashed_job_process_loses_only_its_unit_and_leaves_no_process():
     seen = []
     pool = LocalPool(2, crashing_work, on_progress=lambda *a: seen.append(a))
     units = ["a", "exit", "b", "raise", "c", "d"]
@@ -113,16 +104,16 @@ def test_a_crashed_worker_loses_only_its_unit_and_leaves_no_process():
     assert isinstance(got[3], Lost) and "RuntimeError: not a run's error" in got[3].reason
     assert [got[i][0] for i in (0, 2, 4, 5)] == ["a", "b", "c", "d"]
     assert sorted(i for i, _, _ in seen) == [0, 2, 4, 5]
-    assert [c for c in psutil.Process().children() if _is_worker(c)] == []  # all joined
+    assert [c for c in psutil.Process().children() if _is_job_process(c)] == []  # all joined
 
 
-# Bounds on waiting for the sweep's processes. Here the driver starts its two workers in a
+# Bounds on waiting for the sweep's processes. Here the driver starts its two job processes in a
 # few seconds and a run takes about a second once compiled; each bound allows a machine 3x
 # slower and loaded, with margin, and only limits how long a broken command is waited for.
-START_TIMEOUT_S = 300  # the workers running and the first runs finished
+START_TIMEOUT_S = 300  # the job processes running and the first runs finished
 SWEEP_TIMEOUT_S = 600  # a whole resumed sweep (four runs left at most)
-ORPHAN_TIMEOUT_S = 30  # a worker checks every 0.5 s that its driver is alive (WATCHDOG_S)
-STOP_TIMEOUT_S = 60  # from Ctrl-C to the driver's exit: workers killed, nothing written
+ORPHAN_TIMEOUT_S = 30  # a job process checks every 0.5 s that its driver is alive (WATCHDOG_S)
+STOP_TIMEOUT_S = 60  # from Ctrl-C to the driver's exit: job processes killed, nothing written
 
 
 def test_kill_then_resume_redoes_no_finished_run_and_leaves_no_orphan(tmp_path):
@@ -130,12 +121,12 @@ def test_kill_then_resume_redoes_no_finished_run_and_leaves_no_orphan(tmp_path):
     scenario, out = write(tmp_path, doc), tmp_path / "out"
     cmd = [sys.executable, "-m", "gemsim.cli", "run", str(scenario), "--out", str(out)]
     with Command([*cmd, "--jobs", "2", "--quiet"], tmp_path / "killed") as sweep:
-        workers = _await(sweep, out, finished=1)
+        processes = _await(sweep, out, finished=1)
         sweep.proc.kill()
         sweep.proc.wait(timeout=STOP_TIMEOUT_S)
         before = {p: (p / "manifest.json").read_bytes() for p in _finished(out)}
         assert 1 <= len(before) < 5, "the kill must land in the middle of the sweep"
-        _, alive = psutil.wait_procs(workers, timeout=ORPHAN_TIMEOUT_S)  # driver gone: exit
+        _, alive = psutil.wait_procs(processes, timeout=ORPHAN_TIMEOUT_S)  # driver gone: exit
         assert alive == []
     with Command([*cmd, "--jobs", "2", "--resume", "--json", "--quiet"], tmp_path / "r") as resume:
         returncode = resume.proc.wait(timeout=SWEEP_TIMEOUT_S)
@@ -146,7 +137,7 @@ def test_kill_then_resume_redoes_no_finished_run_and_leaves_no_orphan(tmp_path):
     assert len(_finished(out)) == 5 and load_results(out)["run_id"].nunique() == 5
 
 
-def test_ctrl_c_stops_every_worker_and_writes_nothing_partial(tmp_path):
+def test_ctrl_c_stops_every_job_process_and_writes_nothing_partial(tmp_path):
     doc = {**QUADRATIC, **LONGER}
     scenario, out = write(tmp_path, doc), tmp_path / "out"
     # Through the launcher, which gives SIGINT a terminal's disposition whatever started the
@@ -154,13 +145,13 @@ def test_ctrl_c_stops_every_worker_and_writes_nothing_partial(tmp_path):
     # process group is what a terminal's Ctrl-C sends.
     cmd = [sys.executable, str(LAUNCHER), "--", "run", str(scenario), "--out", str(out)]
     with Command([*cmd, "--jobs", "2"], tmp_path / "sweep") as sweep:
-        workers = _await(sweep, out, finished=0)
+        processes = _await(sweep, out, finished=0)
         time.sleep(1.0)  # into their imports or compilation (they take seconds)
         os.killpg(sweep.proc.pid, signal.SIGINT)
         returncode = sweep.proc.wait(timeout=STOP_TIMEOUT_S)
         assert returncode != 0
         assert "Traceback" not in sweep.stderr(), sweep.stderr()
-        _, alive = psutil.wait_procs(workers, timeout=ORPHAN_TIMEOUT_S)
+        _, alive = psutil.wait_procs(processes, timeout=ORPHAN_TIMEOUT_S)
         assert alive == []
     for folder in out.iterdir() if out.exists() else ():
         assert not folder.name.startswith("."), f"{folder.name}: a half-written folder"
@@ -170,7 +161,7 @@ def test_ctrl_c_stops_every_worker_and_writes_nothing_partial(tmp_path):
 class Command:
     """A command in a session of its own, its output in files (no pipe to fill up while the
     test waits). Leaving the `with` block kills its process group and every process seen in
-    its family (workers re-parented once the driver dies are no longer in its group's tree),
+    its family (job processes re-parented once the driver dies are no longer in its group's tree),
     so a failing test leaves nothing running."""
 
     def __init__(self, args: list[str], stem: Path):
@@ -208,19 +199,19 @@ class Command:
 
 
 def _await(command: Command, out: Path, *, finished: int) -> list[psutil.Process]:
-    """The driver's two worker processes once they run and `finished` folders exist."""
+    """The driver's two job processes once they run and `finished` folders exist."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         assert command.proc.poll() is None, f"the sweep ended early:\n{command.stderr()}"
         children = command.children()
-        workers = [c for c in children if _is_worker(c)]
-        if len(workers) == 2 and len(_finished(out)) >= finished:
+        jobs = [c for c in children if _is_job_process(c)]
+        if len(jobs) == 2 and len(_finished(out)) >= finished:
             return children
         time.sleep(0.02)  # a run takes about a second: the kill lands well within one
     pytest.fail(f"the sweep did not get going within {START_TIMEOUT_S} s:\n{command.stderr()}")
 
 
-def _is_worker(process: psutil.Process) -> bool:
+def _is_job_process(process: psutil.Process) -> bool:
     try:
         return "spawn_main" in " ".join(process.cmdline())
     except psutil.Error:

@@ -12,6 +12,7 @@ import time
 import psutil
 import pytest
 import yaml
+from scenario_docs import quadratic_doc
 from typer.testing import CliRunner
 
 import gemsim
@@ -20,21 +21,12 @@ from gemsim.results import read_manifest
 
 ray = pytest.importorskip("ray")
 
-QUADRATIC = {
-    "name": "quad",
-    "seed": 5,
-    "workers": {"count": 4, "compute": {"dist": "exponential", "mean": 0.1}},
-    "budget": {"commits": 200},
-    "problem": {
-        "model": {"name": "quadratic", "dim": 8, "condition": 10.0, "noise": 0.1},
-        "batch_size": 1,
-    },
-    "optimizer": {"rule": "gem", "lr": 0.05},
-    "eval": {"every": 50},
+QUADRATIC = quadratic_doc(
+    seed=5,
     # One run per task: a killed task must be one run (runs together: test_app_many_runs.py).
-    "engine": {"many_runs": "off"},
-    "repeats": 3,
-}
+    engine={"many_runs": "off"},
+    repeats=3,
+)
 
 
 @pytest.fixture(scope="module")

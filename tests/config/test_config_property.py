@@ -11,6 +11,7 @@ import math
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scenario_docs import quadratic_doc
 from typer.testing import CliRunner
 
 from gemsim.cli import app
@@ -151,15 +152,7 @@ def test_mixture_weights_whose_sum_overflows_trace_like_equal_weights(tmp_path):
     assert trace([1e308, 1e308]) == trace([1.0, 1.0])
 
 
-QUADRATIC = {
-    "name": "mutated-run",
-    "seed": 0,
-    "workers": {"count": 2, "compute": {"dist": "exponential", "mean": 0.1}},
-    "budget": {"commits": 20},
-    "problem": {"model": {"name": "quadratic", "dim": 2, "noise": 0.1}},
-    "optimizer": {"rule": "gem", "lr": 0.1},
-    "eval": {"every": 10},
-}
+QUADRATIC = quadratic_doc(name="mutated-run", seed=0, workers=2, commits=20, dim=2, every=10)
 
 
 @settings(

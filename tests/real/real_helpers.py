@@ -66,9 +66,10 @@ def quadratic_scenario(*, n: int = 3, commits: int = 120, seed: int = 3, **block
     return Scenario.model_validate(config)
 
 
-# The newer rules, each with a late join and a scheduled restart (test_real_newer_rules.py,
+# Rules whose worker or server state a join and a restart must carry, each with a late join
+# and a scheduled restart (test_real_stateful_rules.py,
 # and test_real_ray.py on Ray's instance).
-NEWER_RULES = {
+STATEFUL_RULES = {
     "delay_adaptive": {"rule": "delay_adaptive", "lr": 0.05, "tau_c": 2.0},
     "fedbuff": {"rule": "fedbuff", "lr": 0.05, "window": 2, "buffer": 3, "server_lr": 0.9},
     "local": {"rule": "local", "lr": 0.01, "window": 2},

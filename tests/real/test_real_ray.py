@@ -1,6 +1,6 @@
 """The Ray backend on a local instance: the same protocol as the process backend, so its
 recorded trace must replay to the same parameters; failures kill and restart actors, and a
-newer rule's run with a late join and a restart replays to the same bits.
+stateful rule's run with a late join and a restart replays to the same bits.
 
 The protocol is the model's business nowhere (the process backend checks exactness on the
 paper's CNN), so every run uses the quadratic, on one Ray instance started for the module:
@@ -14,7 +14,7 @@ import signal
 import numpy as np
 import pytest
 from real_helpers import (
-    NEWER_RULES,
+    STATEFUL_RULES,
     assert_join_and_restart_replay_bit_exactly,
     assert_replay_matches,
     join_and_restart_scenario,
@@ -76,7 +76,7 @@ def test_ray_scheduled_failure_restarts_an_actor_that_pulls_anew():
 
 
 def test_ray_run_with_join_and_restart_replays_bit_exactly():
-    scenario = join_and_restart_scenario(NEWER_RULES["fedbuff"])
+    scenario = join_and_restart_scenario(STATEFUL_RULES["fedbuff"])
     real = run(scenario, backend="ray")
     assert real.manifest["backend"] == "ray"
     assert_join_and_restart_replay_bit_exactly(real, scenario)

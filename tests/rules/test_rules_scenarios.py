@@ -1,4 +1,4 @@
-"""The newer rules from scenario files: their blocks take the rules' parameter names, each
+"""Rules from scenario files: their blocks take the rules' parameter names, each
 resolved config validates again and builds the same rule (what a real run's workers do),
 the bundled scenarios under scenarios/rules/ name every rule, and a run's diagnostics are
 columns of `load_results`."""
@@ -17,7 +17,8 @@ from gemsim.config import resolved_config as resolved
 from gemsim.results import load_results, load_summary
 
 ROOT = Path(__file__).resolve().parents[2]
-NEWER = (
+# The rules with a scenario of their own under scenarios/rules/, each reproducing its paper.
+REPRODUCED = (
     "delay_adaptive",
     "ringmaster",
     "rennala",
@@ -51,7 +52,7 @@ DEFAULT_WINDOW = {"fedbuff": 8, "fedasync": 8, "eamsgd": 10, "local": 8}
 def scenario(optimizer: dict, **extra) -> Scenario:
     return Scenario.model_validate(
         {
-            "name": "newer",
+            "name": "rules",
             "seed": 1,
             "workers": {"count": 3, "compute": {"dist": "exponential", "mean": 0.1}},
             "budget": {"commits": 60},
@@ -111,12 +112,12 @@ def test_rule_factories_refuse_bad_values_naming_them():
             factory(**kwargs)
 
 
-def test_every_newer_rule_has_a_scenario_and_a_place_in_the_comparison():
-    for name in NEWER:
+def test_every_reproduced_rule_has_a_scenario_and_a_place_in_the_comparison():
+    for name in REPRODUCED:
         runs = expand(load_scenario(ROOT / "scenarios" / "rules" / f"{name}.yaml"))
         assert name in {r.scenario.optimizer.rule for r in runs}
     compared = expand(load_scenario(ROOT / "scenarios" / "rules" / "compare.yaml"))
-    assert set(NEWER) <= {r.scenario.optimizer.rule for r in compared}
+    assert set(REPRODUCED) <= {r.scenario.optimizer.rule for r in compared}
 
 
 def test_unknown_rule_is_a_scenario_error_listing_the_rules(tmp_path):
