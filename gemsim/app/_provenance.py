@@ -107,7 +107,7 @@ _CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar("gemsim_call"
 
 def api_call(name: str) -> Callable[[F], F]:
     """Mark a public API function (``@api_call("gemsim.run")``): while it runs, and unless the
-    `gemsim` command called it, `command_line` is the call, e.g. ``gemsim.run_sweep('s.yaml',
+    `gemsim` command called it, `command_line` is the call, e.g. ``gemsim.run_sweep('study.yaml',
     jobs=2)``. Only the outermost marked call counts (``run_sweep`` calls ``run``)."""
 
     def mark(func: F) -> F:

@@ -5,7 +5,7 @@ and the seconds the PS spent serving it. `fit_distribution` turns such samples i
 law the scenario schema can express; `calibrate_trace` does it for a whole trace: one
 compute law per contiguous run of indistinguishable workers, and one service law.
 
-Model selection: every family is fitted by maximum likelihood (`mle.py`) with its location fixed
+Model selection: every family is fitted by maximum likelihood (`_mle.py`) with its location fixed
 at 0 (the schema's laws have no shift; Pareto starts at its scale), and the smallest
 BIC ``k ln(n) - 2 log L`` wins (exponential has k = 1 parameter, the others 2). The
 penalty only matters between exponential and the gamma and Weibull laws, which contain
