@@ -279,3 +279,22 @@ def test_a_marked_call_made_by_the_command_records_the_command_line():
         typer.echo(example("s.yaml"))
 
     assert runner.invoke(cli, []).stdout.strip() == " ".join(sys.argv)  # here, pytest's
+
+
+def test_the_readme_lists_exactly_the_exit_codes_of_the_command():
+    """Exit codes have one home (`gemsim.app.ExitCode`); the README's table and `gemsim
+    --help` say the same."""
+    import re
+
+    from gemsim.app import EXIT_CODES_HELP, ExitCode
+
+    text = (REPO / "README.md").read_text()
+    table = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    listed = {
+        int(c)
+        for row in re.findall(r"^\| ([\d / ]+) \|", table, re.M)
+        for c in re.findall(r"\d+", row)
+    }
+    assert listed == {int(code) for code in ExitCode}
+    assert all(str(int(code)) in EXIT_CODES_HELP for code in ExitCode)
+    assert runner.invoke(app, ["--help"]).stdout.count("Exit codes") == 1
