@@ -80,25 +80,42 @@ def build_problem(scenario: Scenario):
             )
         if data is None and dataset is not None:
             data = INPUTS.data(dataset, scenario.seed)
-    return problems.make_problem(
-        model,
-        dataset,
-        batch_size=block.batch_size,
-        seed=scenario.seed,
-        eval_subset=scenario.eval.subset,
-        data=data,
-    )
+    try:
+        return problems.make_problem(
+            model,
+            dataset,
+            batch_size=block.batch_size,
+            seed=scenario.seed,
+            eval_subset=scenario.eval.subset,
+            data=data,
+            split=config.data_split(scenario),
+            n_workers=scenario.workers.count,
+        )
+    except problems.PartitionError as exc:
+        raise ScenarioError(scenario.name, [split_field(scenario, exc)]) from None
+
+
+def split_field(scenario: Scenario, exc) -> str:
+    """A partition error named by its field in the scenario: `problem.partition.<field>`, or
+    `workers.groups[i].data.<field>` for the group whose classes it is about."""
+    if exc.field == "shards":  # a shard smaller than a batch
+        return f"problem.batch_size: {exc.message}"
+    if exc.claim is None:
+        return f"problem.partition.{exc}"
+    with_data = [i for i, g in enumerate(scenario.workers.groups) if g.data is not None]
+    return f"workers.groups[{with_data[exc.claim]}].data.{exc}"
 
 
 def check_problem(scenario: Scenario) -> None:
     """What `preflight` checks of a problem: the sizes of a built-in one (its files exist
-    and give them); an imported model or an `arrays` file is loaded (kept for the run) and
-    the model traced on abstract batches. Errors name the field."""
+    and give them); an imported model, an `arrays` file or a data set split among the workers
+    is loaded (kept for the run), split, and the model traced on abstract batches. Errors
+    name the field."""
     from gemsim import problems
 
     model_spec, dataset = config.problem_args(scenario)
     user = isinstance(model_spec, problems.Imported) or isinstance(dataset, problems.Arrays)
-    if not user:
+    if not user and config.data_split(scenario) is None:
         try:
             config.problem_sizes(scenario)
         except (problems.DataError, OSError, ValueError) as exc:
@@ -110,6 +127,8 @@ def check_problem(scenario: Scenario) -> None:
         raise ValueError(f"problem.model: {exc}") from None
     except problems.DataError as exc:
         raise ValueError(f"problem.dataset: {exc}") from None
+    except ScenarioError as exc:
+        raise ValueError("; ".join(exc.problems)) from None
 
 
 def build_rule_and_problem(resolved: Mapping[str, Any]):

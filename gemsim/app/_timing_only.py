@@ -69,7 +69,7 @@ def check_batch_size(scenario: Scenario) -> None:
     _, data = config.problem_args(scenario)
     if data is None:
         return
-    n_train = problems.data_shape(data).n_train
+    n_train = problems.data_shape(data, scenario.seed).n_train
     if scenario.problem.batch_size > n_train:
         raise ValueError(_no_full_batch(scenario.problem.batch_size, f" of {n_train} examples"))
 

@@ -4,6 +4,7 @@ only when `build_rule` is called)."""
 
 from ._build import build_cluster as build_cluster
 from ._build import build_rule as build_rule
+from ._build import data_split as data_split
 from ._build import problem_args as problem_args
 from ._build import problem_sizes as problem_sizes
 from ._errors import ScenarioError as ScenarioError

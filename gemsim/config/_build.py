@@ -60,24 +60,31 @@ def problem_sizes(scenario: Scenario, *, model_bytes: bool = True) -> tuple[int,
     block = scenario.problem
     if block is None:
         raise ValueError("the scenario has no `problem` block")
-    model, data = model_spec(block.model), dataset_spec(block.dataset)
+    model, data = problem_args(scenario)
     if isinstance(model, problems.Imported):
-        return _imported_sizes(model, data, block.batch_size, model_bytes)
-    shape = problems.data_shape(data) if data is not None else None
+        return _imported_sizes(model, data, block.batch_size, model_bytes, scenario.seed)
+    shape = problems.data_shape(data, scenario.seed) if data is not None else None
     # The quadratic has no data set: an epoch is one step (see problems._quadratic).
     train_size = shape.n_train if shape is not None else block.batch_size
+    if block.partition is not None:
+        # A worker's epoch is a pass over its share of the training set (n_train / n).
+        train_size = max(block.batch_size, train_size // scenario.workers.count)
     n_bytes = 4 * problems.param_count(model, shape) if model_bytes else 0
     return train_size // block.batch_size, n_bytes
 
 
-def _imported_sizes(model, data, batch_size: int, model_bytes: bool) -> tuple[int, int]:
+def _imported_sizes(
+    model, data, batch_size: int, model_bytes: bool, seed: int
+) -> tuple[int, int]:
     from gemsim import problems
 
     if data is not None and not model_bytes:
-        return problems.data_shape(data).n_train // batch_size, 0
+        return problems.data_shape(data, seed).n_train // batch_size, 0
     # The factory must run: for its data's size, or for its parameter count (from the shapes
     # its init would give; nothing is computed).
-    n_train, n_params = problems.imported_sizes(model, data, batch_size, params=model_bytes)
+    n_train, n_params = problems.imported_sizes(
+        model, data, batch_size, params=model_bytes, seed=seed
+    )
     return n_train // batch_size, 4 * n_params
 
 
@@ -86,7 +93,28 @@ def problem_args(scenario: Scenario) -> tuple[problems.ModelSpec, problems.Datas
     block = scenario.problem
     if block is None:
         raise ValueError("the scenario has no `problem` block")
-    return model_spec(block.model), dataset_spec(block.dataset)
+    return model_spec(block.model), dataset_spec(block.dataset, scenario.workers.count)
+
+
+def data_split(scenario: Scenario) -> problems.DataSplit | None:
+    """How the scenario splits its training set among the workers: `problem.partition`, the
+    classes worker groups alone hold (`workers.groups[i].data`), and each worker's slowness
+    (its compute law's mean per mini-batch over its speed) for `order: by_speed`. None when
+    every worker streams the whole training set."""
+    from gemsim import problems
+
+    block = scenario.problem
+    spec = block.partition.spec() if block is not None and block.partition is not None else None
+    claims, first = [], 0
+    for group in scenario.workers.groups:
+        if group.data is not None:
+            workers = tuple(range(first, first + group.count))
+            claims.append(problems.Claim(workers, tuple(group.data.classes)))
+        first += group.count
+    if spec is None and not claims:
+        return None
+    slowness = tuple(w.compute.mean() / w.speed for w in _worker_specs(scenario))
+    return problems.DataSplit(spec, tuple(claims), slowness)
 
 
 def build_rule(scenario: Scenario) -> rules.Rule:

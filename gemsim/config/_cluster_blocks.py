@@ -16,9 +16,10 @@ from pydantic import (
 
 from gemsim.timing import check_compute
 
-from ._block import Block
+from ._block import ADDED, Block
 from ._churn_blocks import AvailabilityBlock, ChurnBlock, SlowdownsBlock
 from ._dist_blocks import Dist
+from ._partition_blocks import GroupData
 from ._protocol_blocks import Protocol, named
 
 MAX_WORKERS = 10**6
@@ -30,13 +31,15 @@ WORKER_BYTES = 6.5e3
 
 class WorkerGroup(Block):
     """`count` workers (taken in index order) with their own compute law and/or speed factor,
-    and optionally their own churn and slowdowns (instead of the workers' ones)."""
+    optionally their own churn and slowdowns (instead of the workers' ones), and the classes
+    they alone hold (`data`)."""
 
     count: PositiveInt
     compute: Dist | None = None
     speed: PositiveFloat = 1.0
     churn: ChurnBlock | None = None
     slowdowns: SlowdownsBlock | None = None
+    data: Annotated[GroupData | None, ADDED] = None
 
 
 class FailureBlock(Block):

@@ -21,7 +21,8 @@ from pydantic import (
     model_validator,
 )
 
-from ._block import Block
+from ._block import ADDED, Block
+from ._partition_blocks import PartitionBlock, partition_shorthand
 
 
 def _named(data: Any) -> Any:
@@ -71,10 +72,14 @@ class ResnetModel(Block):
 
 
 class QuadraticModel(Block):
+    """`heterogeneity` h > 0: each worker has its own optimum c_w, drawn from (seed, worker)
+    with spread h (`problems.worker_optima`)."""
+
     name: Literal["quadratic"]
     dim: PositiveInt = 100
     condition: Annotated[float, Field(ge=1)] = 10.0
     noise: Annotated[float, Field(ge=0)] = 0.0
+    heterogeneity: Annotated[float, Field(ge=0), ADDED] = 0.0
 
 
 class ImportModel(Block):
@@ -203,6 +208,22 @@ class SyntheticData(Block):
     classes: Annotated[int, Field(ge=2)] = 10
 
 
+class SyntheticFedData(Block):
+    """FedProx's Synthetic(alpha, beta) (Li et al. 2020): `devices` devices, each with its own
+    model (spread `alpha`) and input distribution (spread `beta`); `devices` left out: one per
+    worker. Its devices are the data set's natural groups (`partition: groups`)."""
+
+    name: Literal["synthetic_fed"]
+    alpha: Annotated[float, Field(ge=0)] = 1.0
+    beta: Annotated[float, Field(ge=0)] = 1.0
+    devices: PositiveInt | None = None
+    classes: Annotated[int, Field(ge=2)] = 10
+    dim: PositiveInt = 60
+    samples_log_mean: float = 4.0
+    samples_log_sigma: Annotated[float, Field(ge=0)] = 2.0
+    min_samples: Annotated[int, Field(ge=2)] = 50
+
+
 DatasetBlock = Annotated[
     Mnist5kData
     | DigitsData
@@ -210,7 +231,8 @@ DatasetBlock = Annotated[
     | FashionMnistData
     | Cifar10Data
     | ArraysData
-    | SyntheticData,
+    | SyntheticData
+    | SyntheticFedData,
     Field(discriminator="name"),
 ]
 
@@ -219,6 +241,8 @@ class ProblemBlock(Block):
     model: ModelBlock
     dataset: DatasetBlock | None = None
     batch_size: PositiveInt = 64
+    partition: Annotated[PartitionBlock | None, ADDED] = None
+    """How the training set is split among the workers; left out, each streams all of it."""
 
     @model_validator(mode="before")
     @classmethod
@@ -228,6 +252,8 @@ class ProblemBlock(Block):
             for key in ("model", "dataset"):
                 if key in data:
                     data[key] = _named(data[key])
+            if "partition" in data:
+                data["partition"] = partition_shorthand(data["partition"])
         return data
 
     @model_validator(mode="after")
@@ -239,6 +265,11 @@ class ProblemBlock(Block):
             raise ValueError(f"model {self.model.name!r} needs a `dataset` (mnist-5k, digits, ...)")
         if not needs and self.dataset is not None:
             raise ValueError("model 'quadratic' takes no `dataset`; remove it")
+        if not needs and self.partition is not None:
+            raise ValueError(
+                "model 'quadratic' has no data set to partition; give each worker its own "
+                "optimum with model.heterogeneity instead"
+            )
         return self
 
 
@@ -256,16 +287,36 @@ def model_spec(block: ModelBlock):
         return problems.Resnet(depth=block.depth, width=block.width)
     if isinstance(block, ImportModel):
         return block.spec()
-    return problems.Quadratic(dim=block.dim, condition=block.condition, noise=block.noise)
+    return problems.Quadratic(
+        dim=block.dim,
+        condition=block.condition,
+        noise=block.noise,
+        heterogeneity=block.heterogeneity,
+    )
 
 
-def dataset_spec(block: DatasetBlock | None):
+def dataset_spec(block: DatasetBlock | None, n_workers: int | None = None):
     """The problems stage's typed dataset spec for a `dataset:` block (None for quadratic, or
-    for an imported model whose factory brings its data)."""
+    for an imported model whose factory brings its data); `n_workers` gives `synthetic_fed`'s
+    devices when the block leaves them out."""
     from gemsim import problems
 
     if block is None:
         return None
+    if isinstance(block, SyntheticFedData):
+        devices = block.devices if block.devices is not None else n_workers
+        if devices is None:
+            raise ValueError("synthetic_fed: `devices` left out needs the number of workers")
+        return problems.SyntheticFed(
+            alpha=block.alpha,
+            beta=block.beta,
+            devices=devices,
+            classes=block.classes,
+            dim=block.dim,
+            samples_log_mean=block.samples_log_mean,
+            samples_log_sigma=block.samples_log_sigma,
+            min_samples=block.min_samples,
+        )
     if isinstance(block, Mnist5kData):
         return problems.Mnist5k()
     if isinstance(block, DigitsData):

@@ -17,6 +17,8 @@ Image sets keep their 2-D shape ``[N, H, W]`` (models flatten as needed).
   ``[N, 32, 32, 3]``, normalised per channel (see ``_cifar.py``).
 - ``arrays``: a user's ``.npz`` file, checked (see ``_npz.py``).
 - ``synthetic``: generated from the seed (see :class:`Synthetic`).
+- ``synthetic_fed``: FedProx's Synthetic(alpha, beta), devices with their own data (see
+  ``_synthetic_fed.py``).
 
 MNIST pixels are mapped as ``(p / 255 - 0.1307) / 0.3081``, Fashion-MNIST's as
 ``(p / 255 - 0.2860) / 0.3530`` (its training pixels' mean and standard deviation).
@@ -47,6 +49,7 @@ from ._specs import (
     Synthetic,
     spec_names,
 )
+from ._synthetic_fed import SyntheticFed, make_synthetic_fed
 
 __all__ = [
     "FASHION_MEAN",
@@ -76,6 +79,9 @@ class Dataset(NamedTuple):
     x_test: np.ndarray  # float32 [M, ...]
     y_test: np.ndarray  # int32 [M]
     n_classes: int
+    groups: np.ndarray | None = None
+    """Each training example's natural group (writer, user, device), int or str [N], for the
+    `groups` partition; None when the data set has none."""
 
 
 def normalise_mnist(
@@ -184,9 +190,18 @@ def load_cifar10(spec: Cifar10) -> Dataset:
 
 
 def load_arrays(spec: Arrays) -> Dataset:
-    """A user's ``.npz`` file, checked; ``n_classes`` is 0 for float targets."""
+    """A user's ``.npz`` file, checked; ``n_classes`` is 0 for float targets; an optional
+    ``groups`` array (one id per training example) gives its natural partition."""
     a = read_arrays(spec)
-    return Dataset(a["x_train"], a["y_train"], a["x_test"], a["y_test"], a["n_classes"])
+    return Dataset(
+        a["x_train"], a["y_train"], a["x_test"], a["y_test"], a["n_classes"], a.get("groups")
+    )
+
+
+def load_synthetic_fed(spec: SyntheticFed, seed: int) -> Dataset:
+    """FedProx's Synthetic(alpha, beta), its devices as the natural groups."""
+    x_train, y_train, groups, x_test, y_test, _ = make_synthetic_fed(spec, seed)
+    return Dataset(x_train, y_train, x_test, y_test, spec.classes, groups)
 
 
 def make_synthetic(spec: Synthetic, seed: int) -> Dataset:
@@ -211,7 +226,8 @@ def make_synthetic(spec: Synthetic, seed: int) -> Dataset:
 
 
 def load_dataset(spec: DatasetSpec, seed: int) -> Dataset:
-    """Loads (or generates) the data set a spec names; ``seed`` only matters for Synthetic."""
+    """Loads (or generates) the data set a spec names; ``seed`` only matters for generated
+    data (Synthetic, SyntheticFed)."""
     match spec:
         case Mnist5k():
             return load_mnist5k()
@@ -227,11 +243,13 @@ def load_dataset(spec: DatasetSpec, seed: int) -> Dataset:
             return load_arrays(spec)
         case Synthetic():
             return make_synthetic(spec, seed)
+        case SyntheticFed():
+            return load_synthetic_fed(spec, seed)
     raise TypeError(f"unknown dataset spec {spec!r}; expected one of {spec_names(DATASET_SPECS)}")
 
 
 def dataset_key(spec: DatasetSpec, seed: int) -> tuple:
     """What a data set's arrays depend on: its spec, and the seed only for generated data
     without a ``data_seed`` (runs with equal keys can share one copy of the arrays)."""
-    depends = isinstance(spec, Synthetic) and spec.data_seed is None
+    depends = isinstance(spec, Synthetic | SyntheticFed) and spec.data_seed is None
     return (spec, seed if depends else None)

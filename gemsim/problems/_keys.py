@@ -12,9 +12,12 @@ other and reproducible; nothing uses a global generator.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
-import jax
 import numpy as np
+
+if TYPE_CHECKING:
+    import jax
 
 __all__ = ["KeyTag", "derive_key", "host_rng"]
 
@@ -37,13 +40,23 @@ class KeyTag(IntEnum):
     """Choice of the fixed training subset that ``evaluate`` measures (host)."""
     DATA = 6
     """Generated data sets (``Synthetic``, host)."""
+    FED_SIZES = 7
+    """``SyntheticFed``: each device's number of samples (host)."""
+    FED_DATA = 8
+    """``SyntheticFed``: the devices' models and samples (host)."""
+    CENTRES = 9
+    """The heterogeneous quadratic's per-worker optima (host), then folded with the worker."""
 
 
 def derive_key(seed: int, tag: KeyTag) -> jax.Array:
     """Returns the typed key for one purpose of a seed."""
+    import jax  # here: the host generators below, and the sizes of data sets, need no JAX
+
     return jax.random.fold_in(jax.random.key(seed), int(tag))
 
 
-def host_rng(seed: int, tag: KeyTag) -> np.random.Generator:
-    """A numpy generator for one host-side purpose of a seed."""
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_HOST_DOMAIN, int(tag))))
+def host_rng(seed: int, tag: KeyTag, *more: int) -> np.random.Generator:
+    """A numpy generator for one host-side purpose of a seed (`more`: further spawn-key entries,
+    e.g. a worker, for a stream per worker that does not depend on how many there are)."""
+    key = (_HOST_DOMAIN, int(tag), *(int(m) for m in more))
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=key))

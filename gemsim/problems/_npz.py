@@ -75,7 +75,7 @@ def _require_names(source: str, found: Mapping[str, Any]) -> None:
         raise DataError(
             source,
             f"missing array(s) {', '.join(missing)}; it holds {sorted(found) or 'nothing'} "
-            f"(expected {', '.join(ARRAY_NAMES)}, optionally n_classes)",
+            f"(expected {', '.join(ARRAY_NAMES)}, optionally n_classes and groups)",
         )
 
 
@@ -190,4 +190,17 @@ def check_arrays(arrays: Mapping[str, Any], source: str) -> dict[str, np.ndarray
             _finite(source, name, out[name])
         n_classes = 0
     out["n_classes"] = n_classes
+    if "groups" in arrays:
+        out["groups"] = _groups(source, np.asarray(arrays["groups"]), len(out["y_train"]))
     return out
+
+
+def _groups(source: str, groups: np.ndarray, n_train: int) -> np.ndarray:
+    """The optional ``groups`` array: one integer or string id per training example."""
+    if groups.shape != (n_train,) or groups.dtype.kind not in "iuUS":
+        raise DataError(
+            source,
+            f"groups must hold one integer or string id per training example ({n_train}), got "
+            f"{groups.dtype} of shape {groups.shape}",
+        )
+    return groups

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from gemsim.types import PyTree
 
@@ -18,6 +19,14 @@ from ._keys import KeyTag, derive_key
 from ._model_imports import ModelError
 from ._models import build_model
 from ._npz import DataError, check_arrays, npz_headers
+from ._partitions import (
+    Classes,
+    DataSplit,
+    Dirichlet,
+    PartitionError,
+    check_shards,
+    split_shards,
+)
 from ._sizes import DataShape, data_shape, param_count
 from ._specs import (
     DATASET_SPECS,
@@ -222,7 +231,9 @@ def _n_params(model, data: Dataset, batch_size: int) -> int:
     return param_count(model, shape)
 
 
-def _supervised_fields(model, dataset, batch_size: int, seed: int, eval_subset: int, data):
+def _supervised_fields(
+    model, dataset, batch_size: int, seed: int, eval_subset: int, data, split, n_workers
+):
     model, factory_data = resolve_model(model)
     data = _resolve_data(model, dataset, seed, data, factory_data)
     if batch_size > len(data.y_train):
@@ -231,7 +242,27 @@ def _supervised_fields(model, dataset, batch_size: int, seed: int, eval_subset: 
             f"examples of {dataset if dataset is not None else 'the data'!r}"
         )
     n_params = _n_params(model, data, batch_size)
-    return model, _supervised.build(data, batch_size, seed, eval_subset, n_params)
+    shards = _shards(data, split, n_workers, seed, batch_size)
+    return model, _supervised.build(data, batch_size, seed, eval_subset, n_params, shards)
+
+
+def _shards(data: Dataset, split: DataSplit | None, n_workers, seed: int, batch_size: int):
+    """The workers' shards of the training set, or None when they all stream all of it."""
+    if split is None or not split.splits:
+        return None
+    if n_workers is None:
+        raise ValueError("make_problem: splitting the data among workers needs n_workers")
+    classes = data.n_classes >= 1
+    if not classes and (split.claims or isinstance(split.spec, Dirichlet | Classes)):
+        raise PartitionError(
+            "name", "splits by class need class labels; this data set has float targets"
+        )
+    labels = np.asarray(data.y_train) if classes else np.zeros(len(data.y_train), np.int64)
+    shards = split_shards(
+        split, labels, n_workers, seed, n_classes=max(data.n_classes, 1), groups=data.groups
+    )
+    check_shards(shards, batch_size)
+    return shards
 
 
 def make_problem(
@@ -242,6 +273,8 @@ def make_problem(
     eval_subset: int = 1000,
     *,
     data: Dataset | dict | None = None,
+    split: DataSplit | None = None,
+    n_workers: int | None = None,
 ) -> Problem:
     """Builds a problem: loads the data onto the device and fixes every random stream.
 
@@ -261,6 +294,10 @@ def make_problem(
       data: the data set's arrays, already loaded (a :class:`Dataset`, whose arrays may be
         on the device: problems built with the same ``Dataset`` share one copy), or a
         mapping of ``x_train, y_train, x_test, y_test`` (checked); None: load ``dataset``.
+      split: how the training set is split among the workers (`DataSplit`: a partition and
+        the classes groups of workers alone hold); None: every worker streams all of it.
+      n_workers: the run's number of workers (needed by ``split`` and by a quadratic with
+        heterogeneity).
 
     Returns:
       The :class:`Problem`.
@@ -268,13 +305,19 @@ def make_problem(
     Raises:
       ValueError / TypeError: a bad argument (the message names it and what is allowed).
       ModelError / DataError: a user model or data set breaks the contract.
+      PartitionError: an impossible split (the message names the field, value and what is
+        allowed), or a shard smaller than the batch.
       FileNotFoundError: data files are missing (the message says how to get them).
     """
     _check_args(model, dataset, batch_size, seed, eval_subset, data)
     if isinstance(model, Quadratic):
-        fields = _quadratic.build(model, batch_size, seed)
+        if split is not None and split.splits:
+            raise ValueError("make_problem: the quadratic has no data set to split")
+        fields = _quadratic.build(model, batch_size, seed, n_workers)
     else:
-        model, fields = _supervised_fields(model, dataset, batch_size, seed, eval_subset, data)
+        model, fields = _supervised_fields(
+            model, dataset, batch_size, seed, eval_subset, data, split, n_workers
+        )
     problem = Problem(
         model=model, dataset=dataset, batch_size=batch_size, init_params=None, **fields
     )
@@ -292,18 +335,24 @@ def _label_example(dataset: DatasetSpec) -> tuple[tuple[int, ...], Any]:
 
 
 def imported_sizes(
-    model: Imported, dataset: DatasetSpec | None, batch_size: int, *, params: bool = True
+    model: Imported,
+    dataset: DatasetSpec | None,
+    batch_size: int,
+    *,
+    params: bool = True,
+    seed: int = 0,
 ) -> tuple[int, int]:
     """``(training examples, parameters)`` of an imported model without building the
     problem: the factory runs (its data, if it brings some, is checked) and its functions are
-    traced on abstract batches; ``params=False`` skips the tracing (0 parameters)."""
+    traced on abstract batches; ``params=False`` skips the tracing (0 parameters); ``seed``
+    sizes a generated data set."""
     user, factory_data = load_model(model)
     if factory_data is not None:
         data = Dataset(**check_arrays(factory_data, f"data returned by {user.name}"))
         x, y = tuple(data.x_train.shape[1:]), (tuple(data.y_train.shape[1:]), data.y_train.dtype)
         n_train, n_classes = len(data.y_train), data.n_classes
     elif dataset is not None:
-        shape = data_shape(dataset)
+        shape = data_shape(dataset, seed)
         x, y = shape.input_shape, _label_example(dataset)
         n_train, n_classes = shape.n_train, shape.n_classes
     else:

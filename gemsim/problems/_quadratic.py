@@ -9,6 +9,13 @@ There is no finite training set, so an "epoch" is defined as one step:
 ``train_size == batch_size`` and ``steps_per_epoch == 1`` (a budget of E
 epochs per worker is E steps per worker). ``batch_size`` does not scale the
 noise: ``noise`` is already the per-mini-batch standard deviation.
+
+Heterogeneous (``heterogeneity`` > 0): worker w's loss is centred at its own point c_w
+(`worker_optima`), a mini-batch carries ``[z, c_w]`` and its loss is
+``0.5 * sum(h * (theta - c_w)**2) + z . theta``. Asynchronous SGD with a small step settles
+where the commit-rate-weighted sum of the workers' gradients vanishes, at the
+commit-frequency-weighted mean of the c_w (h is shared); synchronous SGD, whose rounds
+weigh every worker alike, at their plain mean (`stationary_point`).
 """
 
 from __future__ import annotations
@@ -22,14 +29,34 @@ import numpy as np
 from gemsim.types import PyTree
 
 from ._batch import Batch
-from ._keys import KeyTag, derive_key
+from ._keys import KeyTag, derive_key, host_rng
 from ._specs import Quadratic
 from ._streams import step_key
 
 if TYPE_CHECKING:
     from ._problem import Problem
 
-__all__ = ["quadratic_curvature"]
+__all__ = ["quadratic_curvature", "stationary_point", "worker_optima"]
+
+
+def worker_optima(spec: Quadratic, seed: int, n_workers: int) -> np.ndarray:
+    """The workers' optima c_w, float32 ``[n_workers, dim]``: worker w's draws come from its
+    own stream of (seed, w), so adding a worker changes no other's optimum."""
+    rows = [
+        host_rng(seed, KeyTag.CENTRES, w).normal(0.0, spec.heterogeneity, spec.dim)
+        for w in range(n_workers)
+    ]
+    return np.asarray(rows, np.float32).reshape(n_workers, spec.dim)
+
+
+def stationary_point(optima: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Where the weighted sum of the workers' gradients ``h * (theta - c_w)`` vanishes: the
+    weighted mean of the optima (h is the same for every worker). ``weights``: each worker's
+    share of the commits (plain asynchronous SGD with a small step), or None for the plain
+    mean (synchronous SGD, Malenia)."""
+    optima = np.asarray(optima, np.float64)
+    w = np.ones(len(optima)) if weights is None else np.asarray(weights, np.float64)
+    return (w[:, None] * optima).sum(axis=0) / w.sum()
 
 
 def quadratic_curvature(spec: Quadratic) -> np.ndarray:
@@ -40,13 +67,21 @@ def quadratic_curvature(spec: Quadratic) -> np.ndarray:
     return (spec.condition**exponents).astype(np.float32)
 
 
-def build(spec: Quadratic, batch_size: int, seed: int) -> dict[str, Any]:
-    """The fields of a quadratic :class:`Problem` but ``init_params``."""
+def build(spec: Quadratic, batch_size: int, seed: int, n_workers: int | None) -> dict[str, Any]:
+    """The fields of a quadratic :class:`Problem` but ``init_params`` (a heterogeneous one
+    needs ``n_workers``, its optima's number)."""
     data = {
         "h": jnp.asarray(quadratic_curvature(spec)),
         "noise_key": derive_key(seed, KeyTag.NOISE),
         "dropout_key": derive_key(seed, KeyTag.DROPOUT),
     }
+    if spec.heterogeneity > 0:
+        if n_workers is None:
+            raise ValueError(
+                "make_problem: a quadratic with heterogeneity > 0 needs n_workers (one optimum "
+                "per worker)"
+            )
+        data["centres"] = jnp.asarray(worker_optima(spec, seed, n_workers))
     return dict(
         train_size=batch_size,
         test_size=0,
@@ -71,9 +106,14 @@ def true_loss(h: jax.Array, params: PyTree) -> jax.Array:
 
 
 def loss(problem: Problem, params: PyTree, batch: Batch, key: jax.Array) -> jax.Array:
-    """The mini-batch loss, whose gradient is ``h * theta + z``."""
+    """The mini-batch loss, whose gradient is ``h * theta + z`` (heterogeneous: ``h * (theta -
+    c_w) + z``, the batch holding ``[z, c_w]``)."""
     del key  # the noise is part of the batch
-    return true_loss(problem.data["h"], params) + jnp.dot(batch.x, params["theta"])
+    h, theta = problem.data["h"], params["theta"]
+    if "centres" in problem.data:
+        z, centre = batch.x[0], batch.x[1]
+        return 0.5 * jnp.sum(h * (theta - centre) ** 2) + jnp.dot(z, theta)
+    return true_loss(h, params) + jnp.dot(batch.x, theta)
 
 
 def batch(problem: Problem, worker: jax.Array, step: jax.Array) -> Batch:
@@ -85,10 +125,22 @@ def batch(problem: Problem, worker: jax.Array, step: jax.Array) -> Batch:
     else:
         z = jnp.zeros(spec.dim, jnp.float32)
     labels = jnp.zeros((0,), jnp.int32)
+    if "centres" in problem.data:
+        z = jnp.stack([z, problem.data["centres"][worker]])
     return Batch(z, labels, step_key(problem.data["dropout_key"], worker, step))
 
 
 def evaluate(problem: Problem, params: PyTree) -> dict[str, jax.Array]:
-    """The true loss as both train and test loss; accuracy is not defined (nan)."""
-    value = true_loss(problem.data["h"], params).astype(jnp.float32)
+    """The true loss as both train and test loss (heterogeneous: the mean of the workers'
+    losses); accuracy is not defined (nan)."""
+    if "centres" in problem.data:
+        value = jnp.mean(worker_losses(problem, params)).astype(jnp.float32)
+    else:
+        value = true_loss(problem.data["h"], params).astype(jnp.float32)
     return {"train_loss": value, "test_loss": value, "test_accuracy": jnp.float32(jnp.nan)}
+
+
+def worker_losses(problem: Problem, params: PyTree) -> jax.Array:
+    """Each worker's own loss at ``params`` (a heterogeneous quadratic), float32 ``[n]``."""
+    h, centres = problem.data["h"], problem.data["centres"]
+    return 0.5 * jnp.sum(h[None, :] * (params["theta"][None, :] - centres) ** 2, axis=1)

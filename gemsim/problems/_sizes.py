@@ -40,7 +40,9 @@ from ._specs import (
     Quadratic,
     Resnet,
     Synthetic,
+    SyntheticFed,
 )
+from ._synthetic_fed import synthetic_fed_sizes
 
 __all__ = ["DataShape", "data_shape", "param_count"]
 
@@ -63,12 +65,17 @@ _BUNDLED = {
 }
 
 
-def data_shape(spec: DatasetSpec) -> DataShape:
-    """The sizes of the data set ``spec`` names (file-based sets: from the files' headers)."""
+def data_shape(spec: DatasetSpec, seed: int = 0) -> DataShape:
+    """The sizes of the data set ``spec`` names (file-based sets: from the files' headers;
+    ``SyntheticFed``: from its sizes' own draw, for the problem's ``seed`` unless the spec
+    fixes its ``data_seed``)."""
     if type(spec) in _BUNDLED:
         return _BUNDLED[type(spec)]
     if isinstance(spec, Synthetic):
         return DataShape(spec.n_train, spec.n_test, (spec.dim,), spec.classes)
+    if isinstance(spec, SyntheticFed):
+        n_train, n_test = synthetic_fed_sizes(spec, seed)
+        return DataShape(int(n_train.sum()), int(n_test.sum()), (spec.dim,), spec.classes)
     if isinstance(spec, Mnist | FashionMnist):
         files = mnist_files(spec) if isinstance(spec, Mnist) else fashion_mnist_files(spec)
         train, _, test, _ = (read_idx_shape(p) for p in files)

@@ -35,6 +35,7 @@ __all__ = [
     "Quadratic",
     "Resnet",
     "Synthetic",
+    "SyntheticFed",
 ]
 
 
@@ -102,6 +103,11 @@ class Quadratic:
     (so h runs from 1 to ``condition``; ``dim == 1`` gives h = [1]), theta0 = ones.
     Each mini-batch adds a Gaussian vector z with standard deviation ``noise``
     to the gradient: grad = h * theta + z.
+
+    With ``heterogeneity`` h > 0 each worker has its own optimum ``c_w`` (its coordinates
+    drawn from N(0, h^2) for (seed, worker)): worker w's loss is ``0.5 * sum_i h_i (theta_i -
+    c_w,i)^2``, its gradient ``h * (theta - c_w) + z``. The objective the evaluation
+    reports is the mean of the workers' losses, minimised at the plain mean of the ``c_w``.
     """
 
     dim: int = 2
@@ -109,11 +115,14 @@ class Quadratic:
     """Ratio of the largest to the smallest curvature (>= 1)."""
     noise: float = 0.0
     """Standard deviation of each gradient coordinate's noise per mini-batch (0: exact)."""
+    heterogeneity: float = 0.0
+    """Spread of the workers' optima around 0 (0: one optimum, 0, for every worker)."""
 
     def __post_init__(self) -> None:
         _check_int("Quadratic", "dim", self.dim, 1)
         _check_float("Quadratic", "condition", self.condition, 1.0)
         _check_float("Quadratic", "noise", self.noise, 0.0)
+        _check_float("Quadratic", "heterogeneity", self.heterogeneity, 0.0)
 
 
 @dataclass(frozen=True)
@@ -338,7 +347,44 @@ class Arrays:
             raise ValueError(f"Arrays: sha256 must be a hex digest or None, got {self.sha256!r}")
 
 
-DatasetSpec = Mnist5k | Digits | Mnist | FashionMnist | Cifar10 | Arrays | Synthetic
+@dataclass(frozen=True)
+class SyntheticFed:
+    """FedProx's Synthetic(alpha, beta) (Li et al. 2020): devices that differ in their model
+    and their inputs, their natural partition one device per worker (``_synthetic_fed.py``)."""
+
+    alpha: float = 1.0
+    """Spread of the devices' models (the standard deviation of u_k); >= 0."""
+    beta: float = 1.0
+    """Spread of the devices' input means (the standard deviation of B_k); >= 0."""
+    devices: int = 30
+    """Number of devices (the paper: 30)."""
+    classes: int = 10
+    dim: int = 60
+    samples_log_mean: float = 4.0
+    """A device holds floor(lognormal(samples_log_mean, samples_log_sigma)) + min_samples
+    samples, training and test together."""
+    samples_log_sigma: float = 2.0
+    min_samples: int = 50
+    test_fraction: float = 0.2
+    """Share of each device's samples held out for the test set."""
+    data_seed: int | None = None
+    """Seed of the data; None: the problem's seed."""
+
+    def __post_init__(self) -> None:
+        _check_float("SyntheticFed", "alpha", self.alpha, 0.0)
+        _check_float("SyntheticFed", "beta", self.beta, 0.0)
+        _check_int("SyntheticFed", "devices", self.devices, 1)
+        _check_int("SyntheticFed", "classes", self.classes, 2)
+        _check_int("SyntheticFed", "dim", self.dim, 1)
+        _check_float("SyntheticFed", "samples_log_mean", self.samples_log_mean, -math.inf)
+        _check_float("SyntheticFed", "samples_log_sigma", self.samples_log_sigma, 0.0)
+        _check_int("SyntheticFed", "min_samples", self.min_samples, 2)
+        _check_float("SyntheticFed", "test_fraction", self.test_fraction, 0.0, 0.99)
+        if self.data_seed is not None:
+            _check_int("SyntheticFed", "data_seed", self.data_seed, 0)
+
+
+DatasetSpec = Mnist5k | Digits | Mnist | FashionMnist | Cifar10 | Arrays | Synthetic | SyntheticFed
 DATASET_SPECS: tuple[type, ...] = typing.get_args(DatasetSpec)
 """Every dataset spec class (one home: checks and messages list these)."""
 

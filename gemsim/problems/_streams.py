@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["batch_positions", "permute_indices", "step_key"]
+__all__ = ["batch_positions", "permute_indices", "shard_batch_positions", "step_key"]
 
 ROUNDS = 6
 
@@ -84,6 +84,58 @@ def batch_positions(
     key = jax.random.fold_in(jax.random.fold_in(stream_key, worker), epoch)
     positions = offset * batch_size + jnp.arange(batch_size, dtype=jnp.int32)
     return permute_indices(key, n, positions)
+
+
+def _bit_length(x: jax.Array) -> jax.Array:
+    """The bit length of uint32 ``x`` (0 for 0), traced."""
+    return jnp.uint32(32) - lax.clz(x)
+
+
+def _feistel_traced(x: jax.Array, round_keys: jax.Array, half_bits: jax.Array) -> jax.Array:
+    mask = (jnp.uint32(1) << half_bits) - jnp.uint32(1)
+    left, right = x >> half_bits, x & mask
+    for r in range(ROUNDS):
+        left, right = right, left ^ (_mix32(right ^ round_keys[r]) & mask)
+    return (left << half_bits) | right
+
+
+def permute_indices_traced(key: jax.Array, n: jax.Array, positions: jax.Array) -> jax.Array:
+    """`permute_indices` for a size ``n`` known only at run time (a worker's shard): the
+    Feistel network's width follows ``n`` (traced), so cycle walking takes at most a few
+    rounds whatever the size.
+
+    Args:
+      key: selects the permutation.
+      n: size of the permuted range, traced int scalar >= 1 (< 2**31).
+      positions: int array of values in ``[0, n)``.
+    """
+    limit = jnp.asarray(n).astype(jnp.uint32)
+    bits = _bit_length(jnp.maximum(limit, jnp.uint32(2)) - jnp.uint32(1))
+    half_bits = jnp.maximum(jnp.uint32(1), (bits + jnp.uint32(1)) // jnp.uint32(2))
+    round_keys = jax.random.bits(key, (ROUNDS,), jnp.uint32)
+    walk = lambda y: jnp.where(y >= limit, _feistel_traced(y, round_keys, half_bits), y)
+    y = _feistel_traced(positions.astype(jnp.uint32), round_keys, half_bits)
+    y = lax.while_loop(lambda y: jnp.any(y >= limit), walk, y)
+    return y.astype(jnp.int32)
+
+
+def shard_batch_positions(
+    stream_key: jax.Array, worker: jax.Array, step: jax.Array, size: jax.Array, batch_size: int
+) -> jax.Array:
+    """Positions in worker ``worker``'s shard (of ``size`` examples, traced) of its mini-batch
+    number ``step``: epochs over the shard, each a keyed permutation of it, as
+    `batch_positions` does over the whole training set (``size % batch_size`` examples left
+    over in an epoch, different ones each epoch).
+
+    Returns:
+      int32 ``[batch_size]`` positions in ``[0, size)``.
+    """
+    size = jnp.asarray(size, jnp.int32)
+    steps_per_epoch = jnp.maximum(size // batch_size, 1)
+    epoch, offset = jnp.divmod(jnp.asarray(step, jnp.int32), steps_per_epoch)
+    key = jax.random.fold_in(jax.random.fold_in(stream_key, worker), epoch)
+    positions = offset * batch_size + jnp.arange(batch_size, dtype=jnp.int32)
+    return permute_indices_traced(key, size, positions)
 
 
 def step_key(root: jax.Array, worker: jax.Array, step: jax.Array) -> jax.Array:

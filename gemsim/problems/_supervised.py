@@ -24,10 +24,11 @@ from ._datasets import Dataset
 from ._keys import KeyTag, derive_key, host_rng
 from ._layers import Model, cross_entropy
 from ._models import build_model
-from ._streams import batch_positions, step_key
+from ._streams import batch_positions, shard_batch_positions, step_key
 from ._user import UserModel
 
 if TYPE_CHECKING:
+    from ._partition_specs import Shards
     from ._problem import Problem
 
 EVAL_CHUNK = 1000
@@ -115,9 +116,15 @@ def to_device(data: Dataset) -> Dataset:
 
 
 def build(
-    data: Dataset, batch_size: int, seed: int, eval_subset: int, n_params: int
+    data: Dataset,
+    batch_size: int,
+    seed: int,
+    eval_subset: int,
+    n_params: int,
+    shards: Shards | None = None,
 ) -> dict[str, Any]:
-    """The fields of a :class:`Problem` with a data set, but ``init_params``."""
+    """The fields of a :class:`Problem` with a data set, but ``init_params``; with ``shards``
+    each worker streams its own shard (`batch`)."""
     device = to_device(data)
     chosen = eval_indices(seed, len(data.y_train), eval_subset)
     arrays = {
@@ -131,6 +138,10 @@ def build(
         "dropout_key": derive_key(seed, KeyTag.DROPOUT),
         "eval_key": derive_key(seed, KeyTag.EVAL),
     }
+    if shards is not None:
+        # int32: indices and offsets below 2**31 (a training set of at most 2**31 examples)
+        arrays["shard_indices"] = jnp.asarray(shards.indices, jnp.int32)
+        arrays["shard_offsets"] = jnp.asarray(shards.offsets, jnp.int32)
     return dict(
         train_size=len(data.y_train),
         test_size=len(data.y_test),
@@ -153,11 +164,25 @@ def loss(problem: Problem, params: PyTree, batch: Batch, key: jax.Array) -> jax.
 
 
 def batch(problem: Problem, worker: jax.Array, step: jax.Array) -> Batch:
-    """Worker ``worker``'s mini-batch number ``step`` and its dropout key."""
+    """Worker ``worker``'s mini-batch number ``step`` and its dropout key: from the whole
+    training set, or from the worker's own shard when the problem has a partition."""
     data = problem.data
-    idx = batch_positions(data["stream_key"], worker, step, problem.train_size, problem.batch_size)
+    if "shard_offsets" in data:
+        idx = _shard_batch(data, worker, step, problem.batch_size)
+    else:
+        idx = batch_positions(
+            data["stream_key"], worker, step, problem.train_size, problem.batch_size
+        )
     key = step_key(data["dropout_key"], worker, step)
     return Batch(data["x_train"][idx], data["y_train"][idx], key)
+
+
+def _shard_batch(data, worker: jax.Array, step: jax.Array, batch_size: int) -> jax.Array:
+    """Training-set indices of a mini-batch from the worker's shard (epochs over its shard)."""
+    start = data["shard_offsets"][worker]
+    size = data["shard_offsets"][worker + 1] - start
+    positions = shard_batch_positions(data["stream_key"], worker, step, size, batch_size)
+    return data["shard_indices"][start + positions]
 
 
 def _split_sums(f: Fns, params: PyTree, x: jax.Array, y: jax.Array, chunks) -> jax.Array:
