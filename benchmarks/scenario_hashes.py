@@ -10,9 +10,10 @@ For every expanded run of every scenario under scenarios/: its run id (the ident
 resolved configuration; no simulation), and, for the first `--traces` runs of each file, the
 sha256 of its simulated trace with the budget cut to `--commits` commits, and, for a run with
 a problem and an optimizer, the sha256 of the parameters it reaches on that trace
-(`--timing-only`: traces alone). Cutting the budget changes the run (so its id), not the code
-paths it goes through. Parameters are compared on one machine (XLA's CPU results depend on
-the instruction set and the number of CPUs).
+(`--timing-only`: traces alone, and a check then compares run ids and traces only, whether
+or not the file holds parameter hashes). Cutting the budget changes the run (so its id), not
+the code paths it goes through. Parameters are compared on one machine (XLA's CPU results
+depend on the instruction set and the number of CPUs).
 """
 
 from __future__ import annotations
@@ -65,16 +66,23 @@ def main() -> int:
         print(f"recorded {len(now)} scenario files in {args.file}")
         return 0
     before = json.loads(args.file.read_text())
-    differ = [k for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)]
+    # --timing-only computes no parameters: a file recorded with them is compared on the rest.
+    fields = ("run_ids", "traces") if args.timing_only else ("run_ids", "traces", "params")
+
+    def compared(entry: dict | None) -> dict | None:
+        return None if entry is None else {f: entry.get(f) for f in fields}
+
+    files = sorted(set(before) | set(now))
+    differ = [k for k in files if compared(before.get(k)) != compared(now.get(k))]
     for k in differ:
-        print(f"DIFFERS {k}:\n  before {before.get(k)}\n  now    {now.get(k)}")
+        print(f"DIFFERS {k}:\n  before {compared(before.get(k))}\n  now    {compared(now.get(k))}")
     n_ids = sum(len(v["run_ids"]) for v in now.values())
     n_traces = sum(len(v["traces"]) for v in now.values())
     n_params = sum(len(v["params"]) for v in now.values())
     verdict = f"{len(differ)} files differ" if differ else "identical"
     print(
-        f"{len(now)} files, {n_ids} run ids, {n_traces} traces, {n_params} parameter hashes: "
-        f"{verdict}"
+        f"{len(now)} files, {n_ids} run ids, {n_traces} traces, {n_params} parameter hashes "
+        f"(compared: {', '.join(fields)}): {verdict}"
     )
     return 1 if differ else 0
 

@@ -8,7 +8,6 @@ from gemsim.trace import CommitTrace as CommitTrace
 
 from ._churn import Churn as Churn
 from ._churn import Slowdowns as Slowdowns
-from ._churn import check_work as check_work
 from ._cluster import Budget as Budget
 from ._cluster import ClusterSpec as ClusterSpec
 from ._cluster import CommitBudget as CommitBudget
@@ -62,3 +61,4 @@ from ._stats import staleness_pmf as staleness_pmf
 from ._stats import staleness_summary as staleness_summary
 from ._stats import staleness_tv as staleness_tv
 from ._stats import total_variation as total_variation
+from ._work import check_work as check_work

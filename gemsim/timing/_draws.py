@@ -88,7 +88,8 @@ def draw_stream(
     """
     if is_zero(dist):
         # Skip the generator altogether: no randomness is consumed by a zero law (nor is its
-        # seed sequence built: 8 us each, a third of a short simulation's set-up).
+        # seed sequence built, a large share of a short simulation's time: benchmarks/
+        # RESULTS.md, section "2026-11-28, the timing model").
         return itertools.repeat(float(add)).__next__
     rng = np.random.default_rng(seed_sequence(*key))
     return itertools.chain.from_iterable(_blocks(dist, rng, group, divide, add)).__next__

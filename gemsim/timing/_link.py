@@ -14,9 +14,7 @@ shared link (the push reaching the link), never a process.
 
 from __future__ import annotations
 
-from simpy.events import Event
-
-from ._state import CYCLE, Arrival, SimState
+from ._state import CYCLE, SimState, Timer, schedule_at
 
 
 class SharedLink:
@@ -27,6 +25,7 @@ class SharedLink:
         self.transfer = state.spec.transfer_seconds
         self.send_free = 0.0  # when the send side finishes the transfers queued so far
         self.receive_free = 0.0
+        self.pushed = [self._pushed]
 
     def install(self) -> None:
         """Make ``state.arm`` go through the link."""
@@ -50,14 +49,16 @@ class SharedLink:
         state.computed[w] = c
         state.compute_from[w] = ready
         delay = (ready - now) + c + push()
-        state.waits[w] = Arrival(state.env, delay, w, self._pushed)
+        state.waits[w] = schedule_at(state.env, now + delay, w, self.pushed)
 
-    def _pushed(self, event: Event) -> None:
+    def _pushed(self, timer: Timer) -> None:
         """Worker ``w``'s push reaches the link: it queues on the receive side."""
         state = self.state
-        w = event._value
-        if state.waits[w] is not event:
+        w = timer._value
+        if state.waits[w] is not timer:
             return
         now = state.env.now
         self.receive_free = max(now, self.receive_free) + self.transfer
-        state.waits[w] = Arrival(state.env, self.receive_free - now, w, state.on_arrival)
+        # At `now + (receive_free - now)`, which may differ from `receive_free` by an ulp.
+        t = now + (self.receive_free - now)
+        state.waits[w] = schedule_at(state.env, t, w, state.arrivals)

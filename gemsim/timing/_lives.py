@@ -125,8 +125,14 @@ class SlowdownClock:
 
     def stretch(self, t0: float, work: float) -> float:
         """Seconds that ``work`` seconds of normal-speed compute started at ``t0`` take."""
-        while self._episode(0)[1] <= t0:
-            self._episodes.popleft()
+        episodes = self._episodes
+        while True:
+            start, end, _ = episodes[0] if episodes else self._episode(0)
+            if end > t0:
+                break
+            episodes.popleft()
+        if t0 < start and work <= start - t0:  # done before the next episode (most computes)
+            return 0.0 + work  # as the loop below returns it (-0.0 becomes 0.0)
         t, elapsed, i = t0, 0.0, 0
         while True:
             start, end, factor = self._episode(i)

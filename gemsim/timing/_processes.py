@@ -1,7 +1,7 @@
-"""SimPy processes of the timing model: each worker's life, and the parameter server.
+"""SimPy processes of the timing model: each worker's life; and the order of events in time.
 
 A worker loops: pull -> compute ``window`` mini-batches -> push -> wait at the parameter
-server (PS) -> commit. The PS (`server_process`) takes one waiting gradient at a time (FIFO,
+server (PS) -> commit. The PS (`_server.Server`) takes one waiting gradient at a time (FIFO,
 or uniformly at random among those waiting), serves it for a service time and commits it
 at time t as version k + 1. What a worker does after its commit is the protocol's
 (`_protocol_runs.py`): under `Async` its pull is atomic with the commit, so its next
@@ -16,13 +16,16 @@ churn) and comes back up, pulling, when the interval ends. Going down during any
 the cycle, or while queued, loses the gradient; a gradient already in service is committed.
 
 Tie order. Events at the same virtual time run in SimPy's order: by priority, then in the
-order they were scheduled. Processes are created in this order: the server, then workers
-``0..n-1``. Consequences:
+order they were scheduled. The server is idle from the start (it is callbacks, not a process:
+`_server.py`); the workers' processes are created in the order ``0..n-1``. Consequences:
 
 - with equal constant compute times the workers reach the PS, and commit, in index
   order ``0..n-1`` in every round;
 - a gradient reaching an idle PS is taken into service at once, so among gradients
   arriving at one instant the first scheduled is served first even under RANDOM;
+- a commit is made when the server's wake-up at its time runs, scheduled when its service
+  began: after the events already due at that time then (with no service time: after the
+  other arrivals due at that instant), before those scheduled later;
 - a worker coming up at the instant of a commit sees the commit if the commit was
   scheduled first;
 - a worker goes down when its timer fires, before the events of that instant that were
@@ -39,7 +42,7 @@ import simpy
 from simpy.events import Event
 
 from ._lives import Down
-from ._state import DONE, SERVING, At, SimState
+from ._state import DONE, At, SimState
 
 Process = Generator[Event, Any, None]
 
@@ -71,47 +74,3 @@ def worker_process(
         yield At(env, down.end)
         pull = True
         down = next(downs, None)
-
-
-def server_process(env: simpy.Environment, state: SimState, protocol) -> Process:
-    """The parameter server: serve waiting gradients one at a time and commit them.
-
-    Returns (which ends the run) after the last commit of a CommitBudget, or at the
-    first commit that would complete after a SecondsBudget's horizon.
-    """
-    queue, pick, begin, service = state.queue, state.pick, state.begin_service, state.service
-    phase, committed, round_flag = state.phase, protocol.committed, protocol.round_flag
-    horizon, max_commits = state.horizon, state.max_commits
-    rec_time, rec_worker = state.times.append, state.workers.append
-    rec_pulled, rec_compute = state.pulled_versions.append, state.compute_times.append
-    rec_queue, rec_service = state.queue_times.append, state.service_times.append
-    rec_fresh, rec_round_end = state.fresh.append, state.round_end.append
-    timeout = env.timeout
-    while True:
-        if queue:
-            s = begin(pick())
-            if service is not None:
-                yield timeout(s)
-        else:
-            # Idle: the next arrival starts its own service and arms this wake-up.
-            state.idle = idle = state.new_signal()
-            yield idle
-        w, start, version_used, compute_time, queued, s, fresh = state.in_service
-        now = env.now
-        if now > horizon:
-            state.partial_busy = max(0.0, horizon - start)
-            return
-        rec_time(now)
-        rec_worker(w)
-        rec_pulled(version_used)
-        rec_compute(compute_time)
-        rec_queue(queued)
-        rec_service(s)
-        rec_fresh(fresh)
-        # True: every commit closes its own round. A protocol of rounds records False and
-        # sets the flag of a round's last commit when it closes the round.
-        rec_round_end(round_flag)
-        state.version = k = state.version + 1
-        committed(w, k, phase[w] == SERVING)  # not SERVING: the worker went down meanwhile
-        if k == max_commits:
-            return

@@ -3,8 +3,9 @@
 One object per run (`protocol_run`) drives a `SimState` for its protocol (see
 `gemsim.timing._server_protocols` for what each protocol means). Each offers:
 
-- ``round_flag``: the ``round_end`` value recorded with each commit (True: every commit
-  closes a round; False: the protocol closes rounds itself by setting the last commit's flag);
+- ``rounds``: False: every commit closes its own round (the trace's ``round_end`` is True
+  throughout); True: the protocol closes rounds itself (`SimState.close_round` after the
+  round's last commit);
 - ``start(w, pull)``: worker ``w`` comes up (a join, a restart), pulling when ``pull``;
 - ``committed(w, k, live)``: the server committed ``w``'s gradient as version ``k``
   (``live``: the worker is still up and waiting for it);
@@ -27,10 +28,12 @@ from ._state import CYCLE, DONE, QUEUED, READY, SERVING, WAITING, SimState
 class _Run:
     """What every protocol does the same way."""
 
-    round_flag = True
+    rounds = False
 
     def __init__(self, state: SimState) -> None:
         self.state = state
+        if self.rounds:
+            state.round_ends = []
 
     def start(self, w: int, pull: bool) -> None:
         self.state.start_life(w)
@@ -152,7 +155,7 @@ class RoundsRun(_Run):
     cancelled or lost to a crash. A worker that comes up mid-round waits for the next one.
     """
 
-    round_flag = False
+    rounds = True
 
     def __init__(self, state: SimState, k: int | None) -> None:
         super().__init__(state)
@@ -165,7 +168,7 @@ class RoundsRun(_Run):
         self.commits = 0  # commits recorded in the current round
         self.arrivals = 0  # members' gradients that reached the server this round
         if self.cutoff is not None:
-            state.on_arrival = self._on_arrival
+            state.hook_arrivals(self._on_arrival)
 
     def start(self, w: int, pull: bool) -> None:
         state = self.state
@@ -195,7 +198,7 @@ class RoundsRun(_Run):
         self.outstanding -= 1
         if self.outstanding == 0:
             if self.commits:  # the round's last commit closes it (a crash may end it)
-                self.state.round_end[-1] = True
+                self.state.close_round()
             self._schedule_round()
 
     def _schedule_round(self) -> None:
@@ -213,10 +216,10 @@ class RoundsRun(_Run):
             state.arm(w, self.needs_pull[w])
         self.outstanding = len(self.members)
 
-    def _on_arrival(self, event) -> None:
+    def _on_arrival(self, timer) -> None:
         state = self.state
-        w = event._value
-        if state.waits[w] is not event:
+        w = timer._value
+        if state.waits[w] is not timer:
             return
         state.arrive(w)
         self.arrivals += 1
@@ -245,7 +248,7 @@ class KAsyncRun(_Run):
     in flight any more (so fewer than k live workers cannot hang the run).
     """
 
-    round_flag = False
+    rounds = True
 
     def __init__(self, state: SimState, k: int) -> None:
         super().__init__(state)
@@ -283,7 +286,7 @@ class KAsyncRun(_Run):
 
     def _close(self) -> None:
         state = self.state
-        state.round_end[-1] = True
+        state.close_round()
         self.commits = 0
         waiting, self.waiting = self.waiting, []
         for w in waiting:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numbers
 
 import simpy
-from simpy.core import StopSimulation
 
 from gemsim.trace import CommitTrace
 
@@ -13,8 +12,9 @@ from ._cluster import ClusterSpec
 from ._link import SharedLink
 from ._lives import down_intervals
 from ._outcome import Simulation, worker_report
-from ._processes import server_process, worker_process
+from ._processes import worker_process
 from ._protocol_runs import protocol_run
+from ._server import Server
 from ._state import SimState
 
 
@@ -56,10 +56,9 @@ def simulate_run(spec: ClusterSpec, seed: int, *, schedule_seed: int | None = No
     protocol = protocol_run(state, spec.protocol)
     if spec.shared_link:
         SharedLink(state).install()
-    server = env.process(server_process(env, state, protocol))
-    # The run ends when the server returns (budget spent) or, with a StepsBudget or
-    # when every worker is gone, when no event is left.
-    server.callbacks.append(StopSimulation.callback)
+    # The run ends when the server stops it (budget spent) or, with a StepsBudget or when
+    # every worker is gone, when no event is left.
+    Server(env, state, protocol)
     for w, worker in enumerate(spec.workers):
         downs = down_intervals(worker, schedule, w, until=state.horizon)
         env.process(worker_process(env, state, protocol, w, downs))

@@ -1,16 +1,16 @@
-"""Mutable state shared by the processes of one simulation run.
+"""Mutable state shared by the parts of one simulation run.
 
-A `SimState` lives inside one `simulate` call: the parameter server's queue, version
-counter and gradient in service, each worker's phase and in-flight gradient, the trace
-columns being recorded and what the report counts (time waiting, work lost or cancelled).
-The processes in `_processes.py` and the protocol in `_protocol_runs.py` drive it; nothing
-outside the run ever sees it.
+A `SimState` lives inside one `simulate` call: each worker's phase and in-flight gradient,
+the parameter server's queue and version counter, the trace columns being recorded and what
+the report counts (time waiting, work lost or cancelled). The processes in `_processes.py`,
+the server in `_server.py` and the protocol in `_protocol_runs.py` drive it; nothing outside
+the run ever sees it.
 
-Speed matters here (docs/design.md §9), so a commit costs two SimPy events: the worker's
-arrival at the PS and the end of its service. That is possible because the time of a
-worker's next arrival is known the moment its pull starts (pull, compute and push follow
-each other with nothing observable in between), and the end of a service is known the
-moment it starts. An arrival is an `Arrival` event scheduled when the cycle starts; a
+Speed matters here (docs/design.md §9), so a commit costs one SimPy event when nothing else
+happens at its time: the worker's gradient reaching the PS. That is possible because the time
+of a worker's next arrival is known the moment its pull starts (pull, compute and push follow
+each other with nothing observable in between), and the end of a service is known the moment
+it starts (see `_server.Server`). An arrival is a `Timer` scheduled when the cycle starts; a
 cycle that is abandoned (a crash, a cancelled k_sync straggler) is not unscheduled: its
 arrival fires later and is ignored, because the worker no longer waits on it. A shared PS
 link (`_link.py`) adds one event per commit: the push reaching the server's link.
@@ -23,11 +23,11 @@ import sys
 from collections import deque
 from collections.abc import Callable
 from heapq import heappush
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL, PENDING, Event
+from simpy.events import NORMAL, Event
 
 from gemsim.trace import CommitTrace
 
@@ -36,6 +36,9 @@ from ._draws import Draw, WorkerDraws, service_draw, uniform_draw, worker_draws
 from ._lives import SlowdownClock
 from ._server_protocols import KSync
 
+if TYPE_CHECKING:
+    from ._server import Server
+
 # Phases of a worker. Its gradient is "in flight" in CYCLE (pull, compute, push) and
 # QUEUED; once SERVING it will be committed even if the worker crashes. READY: waiting for
 # a barrier round to start; WAITING: held by the protocol (an SSP block, a k_async round).
@@ -43,35 +46,34 @@ OFF, CYCLE, QUEUED, SERVING, READY, WAITING, DONE = range(7)
 
 _UNLIMITED = sys.maxsize
 
+Callbacks = list[Callable[["Timer"], None]]
 
-class Signal(Event):
-    """An event that is triggered now or later: a `simpy.Timeout` armed after creation.
 
-    A process can wait on a Signal before anyone knows when it will fire; the side that
-    learns the time arms it with `succeed_after`. This saves the second event that
-    "succeed now, then wait on a Timeout" would cost.
+class Timer:
+    """The end of a delay as SimPy's event loop sees it: scheduled with `schedule_at` (or
+    pushed on the queue directly in the hot paths), it runs its ``callbacks`` then.
+
+    `simpy.Environment.step` reads only an event's ``callbacks`` and ``_ok``, and no process
+    ever waits on a Timer (it is a `simpy.Timeout` that only callbacks follow), so it is kept
+    to two slots, cheaper to make than a Timeout. ``callbacks`` is a list shared by every
+    Timer of one kind and never appended to; ``_value`` says whose work it is (a worker).
     """
 
-    def succeed_after(self, delay: float, value: Any = None) -> Signal:
-        """Trigger the event ``delay`` seconds from now (``Event.succeed`` with a delay)."""
-        if self._value is not PENDING:
-            raise RuntimeError(f"{self} has already been triggered")
-        self._ok = True
-        self._value = value
-        self.env.schedule(self, NORMAL, delay)
-        return self
+    __slots__ = ("_value", "callbacks")
+    _ok = True
+
+    def __repr__(self) -> str:
+        return f"<Timer of {self._value!r}>"
 
 
-class Arrival(Event):
-    """Worker ``value``'s work reaching a stage ``delay`` seconds from now; ``callback`` runs
-    then (a `simpy.Timeout` with its one callback, built in one step)."""
-
-    def __init__(self, env: simpy.Environment, delay: float, value: int, callback) -> None:
-        self.env = env
-        self.callbacks = [callback]
-        self._value = value
-        self._ok = True
-        env.schedule(self, NORMAL, delay)
+def schedule_at(env: simpy.Environment, t: float, value: object, callbacks: Callbacks) -> Timer:
+    """A `Timer` at virtual time ``t`` (>= now) carrying ``value``, scheduled as
+    `simpy.Environment.schedule` schedules (priority NORMAL, ties in scheduling order)."""
+    timer = Timer()
+    timer.callbacks = callbacks
+    timer._value = value
+    heappush(env._queue, (t, NORMAL, next(env._eid), timer))
+    return timer
 
 
 class At(Event):
@@ -105,16 +107,15 @@ class SimState:
         self.horizon = budget.seconds if isinstance(budget, SecondsBudget) else math.inf
         self.max_commits = budget.commits if isinstance(budget, CommitBudget) else _UNLIMITED
         quota = budget.commits_per_worker(spec.window) if isinstance(budget, StepsBudget) else 0
-        # Commits each worker may still start (StepsBudget). Reserved when service
-        # begins, because a commit in service always completes.
+        # Commits each worker may still start (StepsBudget: `limited`; other budgets leave
+        # it unlimited and never count it down). Reserved when service begins, because a
+        # commit in service always completes.
+        self.limited = quota > 0
         self.quota = [quota or _UNLIMITED] * n
-        self.version = 0
-        self.idle: Signal | None = None  # the server's wake-up while it has nothing to do
-        self.partial_busy = 0.0  # service cut short by a SecondsBudget's horizon
-        # (worker, start, pulled_version, compute_time, queue_time, service_time, fresh)
-        self.in_service: tuple[int, float, int, float, float, float, bool] | None = None
+        self.version = 0  # commits so far
+        self.server: Server  # set by the Server itself
         self.phase = [OFF] * n
-        self.waits: list[Event | None] = [None] * n  # the arrival each worker's cycle awaits
+        self.waits: list[Timer | None] = [None] * n  # the arrival each worker's cycle awaits
         self.pulled = [0] * n  # version the in-flight gradient is computed on
         self.computed = [0.0] * n  # compute time of the in-flight gradient
         self.compute_from = [0.0] * n  # when its compute started (for lost work)
@@ -124,14 +125,13 @@ class SimState:
             SlowdownClock(ws, schedule_seed, w) if ws.slowdowns is not None else None
             for w, ws in enumerate(spec.workers)
         ]
-        # The plain cycle is the fastest; work that can be lost or cancelled needs to know
-        # when its compute started.
+        # The plain cycle (`_arm`) is the fastest; work that can be lost or cancelled needs to
+        # know when its compute started (`_tracked_arm`).
         tracked = (
             any(s is not None for s in self.slow)
             or any(ws.has_downtime for ws in spec.workers)
             or isinstance(spec.protocol, KSync)
         )
-        self.cycle: Callable[[int, bool], float] = self._tracked_cycle if tracked else self._cycle
         self.queue: deque[int] | list[int]
         self.pick: Callable[[], int]
         if spec.discipline is Discipline.FIFO:
@@ -140,17 +140,23 @@ class SimState:
         else:
             self.queue = []
             self.pick = _random_pick(self.queue, uniform_draw(seed))
-        self.on_arrival = self._on_arrival  # a protocol may hook arrivals (k_sync)
-        self.arm: Callable[[int, bool], None] = self._arm
-        # Trace columns (commit index and staleness are derived at the end).
+        # What an arrival runs (a protocol may hook it: k_sync); every arrival's Timer shares
+        # this list.
+        self.arrivals: Callbacks = [self._on_arrival]
+        self.arm: Callable[[int, bool], None] = self._tracked_arm if tracked else self._arm
+        # Trace columns, one row per commit, written when its service begins (commit index
+        # and staleness are derived at the end; see `_server.Server.begin`).
         self.times: list[float] = []
         self.workers: list[int] = []
         self.pulled_versions: list[int] = []
         self.compute_times: list[float] = []
         self.queue_times: list[float] = []
-        self.service_times: list[float] = []
-        self.fresh: list[bool] = []
-        self.round_end: list[bool] = []
+        self.service_times: list[float] = []  # empty when service takes no time
+        self.fresh_rows: list[int] = []  # the commits that are the first of a life
+        # The commits that close a round, or None: every commit closes its own round (a
+        # protocol of rounds sets a list and closes its rounds with `close_round`).
+        self.round_ends: list[int] | None = None
+        self.partial_busy = 0.0  # service cut short by a SecondsBudget's horizon
         # What the report counts per worker (see `_outcome.py`).
         self.waited = [0.0] * n
         self.wait_since = [0.0] * n
@@ -162,50 +168,81 @@ class SimState:
 
     # -- worker side -------------------------------------------------------------------
 
-    def _cycle(self, w: int, pull: bool) -> float:
-        """Draw worker ``w``'s next (pull,) compute and push; return their total time."""
+    def _arm(self, w: int, pull: bool) -> None:
+        """Worker ``w`` starts a cycle on the current version (pulling it when ``pull``): its
+        pull, compute and push are drawn now, and its arrival at the PS is scheduled."""
+        env = self.env
         compute, push, pull_draw = self.draws[w]
         c = compute()
         self.computed[w] = c
-        if pull:
-            return pull_draw() + c + push()
-        return c + push()
+        delay = pull_draw() + c + push() if pull else c + push()
+        self.phase[w] = CYCLE
+        self.pulled[w] = self.version
+        # `schedule_at(env, env._now + delay, w, self.arrivals)`, inlined.
+        timer = Timer()
+        timer.callbacks = self.arrivals
+        timer._value = w
+        self.waits[w] = timer
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), timer))
 
-    def _tracked_cycle(self, w: int, pull: bool) -> float:
-        """`_cycle` that also notes when the compute starts and stretches it by slowdowns."""
+    def _tracked_arm(self, w: int, pull: bool) -> None:
+        """`_arm` that also notes when the compute starts and stretches it by slowdowns."""
+        env = self.env
         compute, push, pull_draw = self.draws[w]
         p = pull_draw() if pull else 0.0
         c = compute()
-        start = self.env.now + p
+        now = env._now
+        start = now + p
         slow = self.slow[w]
         if slow is not None:
             c = slow.stretch(start, c)
         self.computed[w] = c
         self.compute_from[w] = start
-        return p + c + push()
-
-    def _arm(self, w: int, pull: bool) -> None:
-        """Worker ``w`` starts a cycle on the current version (pulling it when ``pull``)."""
+        delay = p + c + push()
         self.phase[w] = CYCLE
         self.pulled[w] = self.version
-        self.waits[w] = Arrival(self.env, self.cycle(w, pull), w, self.on_arrival)
+        # `schedule_at(env, now + delay, w, self.arrivals)`, inlined.
+        timer = Timer()
+        timer.callbacks = self.arrivals
+        timer._value = w
+        self.waits[w] = timer
+        heappush(env._queue, (now + delay, NORMAL, next(env._eid), timer))
 
-    def _on_arrival(self, event: Event) -> None:
-        w = event._value
-        if self.waits[w] is event:  # else the cycle was abandoned (crash, cancel)
-            self.arrive(w)
+    def hook_arrivals(self, callback: Callable[[Timer], None]) -> None:
+        """Make every arrival (scheduled or to come) run ``callback`` instead of the default,
+        which checks that the cycle is current and calls `arrive`."""
+        self.arrivals[0] = callback
 
-    def arrive(self, w: int) -> None:
-        """Worker ``w``'s gradient reaches the PS: it queues, or an idle server takes it."""
-        self.arrived[w] = self.env.now
+    def _on_arrival(self, timer: Timer) -> None:
+        """`arrive` when ``timer`` is the arrival worker ``w``'s cycle waits for (else the
+        cycle was abandoned: a crash, a cancel); the event does nothing else."""
+        w = timer._value
+        if self.waits[w] is not timer:
+            return
+        # `self.arrive(w, last=True)`, inlined.
+        self.arrived[w] = self.env._now
         self.waits[w] = None
-        idle = self.idle
-        if idle is None:
+        server = self.server
+        if server.busy:
             self.phase[w] = QUEUED
             self.queue.append(w)
-        else:  # an idle server takes the gradient at once and wakes when it is served
-            self.idle = None
-            idle.succeed_after(self.begin_service(w))
+        else:
+            server.take(w, True)
+
+    def arrive(self, w: int, *, last: bool = False) -> None:
+        """Worker ``w``'s gradient reaches the PS: it queues, or an idle server takes it.
+
+        ``last``: nothing else happens in the current event after this call, so the server
+        may complete the service at once when no other event comes first (`Server.take`).
+        """
+        self.arrived[w] = self.env._now
+        self.waits[w] = None
+        server = self.server
+        if server.busy:
+            self.phase[w] = QUEUED
+            self.queue.append(w)
+        else:
+            server.take(w, last)
 
     def start_life(self, w: int) -> None:
         """Worker ``w`` comes up: its next commit is the first of a life."""
@@ -249,33 +286,9 @@ class SimState:
         """Whether worker ``w`` may still start a commit (StepsBudget)."""
         return self.quota[w] > 0
 
-    # -- server side -------------------------------------------------------------------
-
-    def new_signal(self) -> Signal:
-        """A fresh, untriggered `Signal` in this run's environment."""
-        return Signal(self.env)
-
-    def begin_service(self, w: int) -> float:
-        """Start serving worker ``w``'s gradient; returns the service time.
-
-        The gradient's facts are read now: a crash during service may restart the worker
-        and overwrite them before the commit completes.
-        """
-        now = self.env.now
-        self.phase[w] = SERVING
-        self.quota[w] -= 1
-        s = 0.0 if self.service is None else self.service()
-        fresh, self.new_life[w] = self.new_life[w], False
-        self.in_service = (
-            w,
-            now,
-            self.pulled[w],
-            self.computed[w],
-            now - self.arrived[w],
-            s,
-            fresh,
-        )
-        return s
+    def close_round(self) -> None:
+        """The last commit so far closes a round (protocols of rounds)."""
+        self.round_ends.append(self.version - 1)
 
     # -- result ------------------------------------------------------------------------
 
@@ -288,8 +301,19 @@ class SimState:
     def to_trace(self) -> CommitTrace:
         """The recorded commits as a validated `CommitTrace`."""
         times = np.asarray(self.times, dtype=np.float64)
-        service = np.asarray(self.service_times, dtype=np.float64)
+        n = len(times)
+        if self.service is None:
+            service = np.zeros(n, dtype=np.float64)
+        else:
+            service = np.asarray(self.service_times, dtype=np.float64)
         busy = math.fsum(service) + self.partial_busy
+        fresh = np.zeros(n, dtype=bool)
+        fresh[self.fresh_rows] = True
+        if self.round_ends is None:
+            round_end = np.ones(n, dtype=bool)
+        else:
+            round_end = np.zeros(n, dtype=bool)
+            round_end[self.round_ends] = True
         return CommitTrace.from_columns(
             time=times,
             worker=np.asarray(self.workers, dtype=np.int64),
@@ -300,8 +324,8 @@ class SimState:
             n_workers=self.spec.n_workers,
             duration=self.duration(),
             busy_time=busy,
-            fresh=np.asarray(self.fresh, dtype=bool),
-            round_end=np.asarray(self.round_end, dtype=bool),
+            fresh=fresh,
+            round_end=round_end,
         )
 
 

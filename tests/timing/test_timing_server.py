@@ -161,3 +161,26 @@ def test_a_thousand_workers():
     trace = simulate(spec, seed=0)
     assert len(trace) == 20_000
     assert np.all(np.bincount(trace.worker, minlength=1000) > 0)
+
+
+def test_a_long_run_of_services_each_ending_before_the_next_event_needs_no_recursion():
+    """1,000 workers of equal constant compute reach an idle server at once, each service
+    ending before anything else happens: the server finishes them one after another in a
+    loop (an early version recursed, and ran out of stack)."""
+    from gemsim import timing
+
+    workers = tuple(timing.WorkerSpec(compute=timing.Constant(1.0)) for _ in range(1000))
+    spec = timing.ClusterSpec(
+        workers=workers,
+        pull=None,
+        push=None,
+        bandwidth_bytes_per_s=None,
+        model_bytes=0,
+        service=timing.Constant(0.0001),
+        discipline=timing.Discipline.FIFO,
+        window=1,
+        budget=timing.CommitBudget(3000),
+    )
+    trace = timing.simulate(spec, seed=0)
+    assert len(trace) == 3000
+    assert (trace.worker[:1000] == range(1000)).all()  # served in arrival (index) order

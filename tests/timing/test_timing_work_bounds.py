@@ -24,8 +24,9 @@ from gemsim.timing import (
     simulate,
     simulate_run,
 )
-from gemsim.timing._churn import MAX_EVENTS, check_work, expected_work
+from gemsim.timing._churn import MAX_EVENTS
 from gemsim.timing._draws import check_compute
+from gemsim.timing._work import check_work, expected_work
 
 
 def _spec(worker: WorkerSpec, n: int, budget) -> ClusterSpec:
