@@ -73,9 +73,7 @@ def problem_sizes(scenario: Scenario, *, model_bytes: bool = True) -> tuple[int,
     return train_size // block.batch_size, n_bytes
 
 
-def _imported_sizes(
-    model, data, batch_size: int, model_bytes: bool, seed: int
-) -> tuple[int, int]:
+def _imported_sizes(model, data, batch_size: int, model_bytes: bool, seed: int) -> tuple[int, int]:
     from gemsim import problems
 
     if data is not None and not model_bytes:

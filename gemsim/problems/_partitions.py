@@ -83,6 +83,7 @@ __all__ = [
     "partition",
 ]
 
+
 class DataSplit(NamedTuple):
     """How the training set is split among a run's workers: the partition (None: every worker
     streams all of it), the groups of workers that alone hold some classes, and each worker's
