@@ -24,10 +24,19 @@ churn and slowdowns on as well (docs/design.md §9); on the plain asynchronous p
 (network and service off), commits per second >= 50 % of bare SimPy's exchanges per second,
 at n = 16 and n = 1000 (issue 39).
 
+Client populations (issue 37): K = 1,000 slots (the same log-normal compute) serving N =
+100,000 and N = 1,000,000 clients with log-normal speed factors (median 1, sigma 0.5) and
+churn (exponential up periods of mean 300 s, down periods of mean 30 s), uniform selection,
+network and service off and on. Each configuration runs in a process of its own, whose peak
+resident memory is reported beside its rate (and that of a process that only imports
+gemsim.timing). The bar: >= 50,000 commits/s at N = 100,000, K = 1,000 with churn, network and
+service on.
+
 Usage::
 
-    python benchmarks/timing.py            # a table
-    python benchmarks/timing.py --json     # one JSON object
+    python benchmarks/timing.py                    # a table
+    python benchmarks/timing.py --json             # one JSON object
+    python benchmarks/timing.py --population-only  # the population cases alone
 """
 
 from __future__ import annotations
@@ -38,7 +47,9 @@ import itertools
 import json
 import os
 import platform
+import resource
 import statistics
+import subprocess
 import sys
 import time
 from typing import Any
@@ -53,6 +64,7 @@ from gemsim.timing import (
     Exponential,
     KAsync,
     LogNormal,
+    Population,
     Slowdowns,
     Ssp,
     Uniform,
@@ -66,6 +78,8 @@ BARE_BAR_SIZES = (16, 1000)
 FEATURES = ("plain", "churn+slowdowns", "ssp(4)", "k_async(n/10)", "shared link")
 CHURN = Churn(uptime=Exponential(300.0), downtime=Exponential(30.0))
 SLOWDOWNS = Slowdowns(every=Exponential(60.0), factor=Uniform(2.0, 4.0), duration=Exponential(10.0))
+POPULATION_BAR = 50_000  # commits/s at N = 100,000, K = 1,000, churn, network and service on
+POPULATION_CASES = ((100_000, 1_000), (1_000_000, 1_000))
 
 
 def build_spec(n: int, network: bool, commits: int, feature: str = "plain") -> ClusterSpec:
@@ -76,16 +90,7 @@ def build_spec(n: int, network: bool, commits: int, feature: str = "plain") -> C
         worker = dataclasses.replace(worker, churn=CHURN, slowdowns=SLOWDOWNS)
     spec = ClusterSpec(workers=(worker,) * n, budget=CommitBudget(commits))
     if network:
-        spec = dataclasses.replace(
-            spec,
-            pull=LogNormal(median=0.01, sigma=0.5),
-            push=LogNormal(median=0.01, sigma=0.5),
-            # 4 MB over 1 GB/s: 4 ms a transfer, the shared link saturates at 250 commits/s.
-            bandwidth_bytes_per_s=1e9,
-            model_bytes=4_000_000,
-            # 0.5 ms per commit: the PS is about half busy at n = 1000.
-            service=LogNormal(median=0.0005, sigma=0.5),
-        )
+        spec = with_network(spec)
     if feature == "ssp(4)":
         spec = dataclasses.replace(spec, protocol=Ssp(4))
     elif feature == "k_async(n/10)":
@@ -93,6 +98,95 @@ def build_spec(n: int, network: bool, commits: int, feature: str = "plain") -> C
     elif feature == "shared link":
         spec = dataclasses.replace(spec, shared_link=True)
     return spec
+
+
+def with_network(spec: ClusterSpec) -> ClusterSpec:
+    """Log-normal pull and push latency, a 4 MB model over 1 GB/s, log-normal service."""
+    return dataclasses.replace(
+        spec,
+        pull=LogNormal(median=0.01, sigma=0.5),
+        push=LogNormal(median=0.01, sigma=0.5),
+        # 4 MB over 1 GB/s: 4 ms a transfer, the shared link saturates at 250 commits/s.
+        bandwidth_bytes_per_s=1e9,
+        model_bytes=4_000_000,
+        # 0.5 ms per commit: the PS is about half busy at n = 1000.
+        service=LogNormal(median=0.0005, sigma=0.5),
+    )
+
+
+def population_spec(n_clients: int, slots: int, network: bool, commits: int) -> ClusterSpec:
+    """K slots of log-normal compute (median 1 s) serving N churning clients of log-normal
+    speed factors, chosen uniformly."""
+    population = Population(n_clients, speed=LogNormal(median=1.0, sigma=0.5), churn=CHURN)
+    spec = ClusterSpec(
+        workers=(WorkerSpec(LogNormal(median=1.0, sigma=0.5)),) * slots,
+        budget=CommitBudget(commits),
+        population=population,
+    )
+    return with_network(spec) if network else spec
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory in MiB: Linux's VmHWM, which starts anew at exec
+    (``ru_maxrss`` keeps the peak of the process that forked it); ``ru_maxrss`` elsewhere."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def population_child(n_clients: int, slots: int, network: bool, commits: int, repeats: int):
+    """Run in a process of its own: the population case's rates and the peak memory."""
+    spec = population_spec(n_clients, slots, network, commits)
+    rates, cpu_rates, seconds, run = [], [], [], None
+    for seed in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        run = simulate_run(spec, seed)
+        seconds.append(time.perf_counter() - wall)
+        rates.append(len(run.trace) / seconds[-1])
+        cpu_rates.append(len(run.trace) / (time.process_time() - cpu))
+    trace, clients = run.trace, run.clients
+    return {
+        "n_clients": n_clients,
+        "slots": slots,
+        "network_and_service": network,
+        "commits": len(trace),
+        "seconds": statistics.median(seconds),
+        "commits_per_s": statistics.median(rates),
+        "commits_per_s_runs": rates,
+        "commits_per_cpu_s": statistics.median(cpu_rates),
+        "peak_rss_mib": peak_rss_mib(),
+        "virtual_seconds": trace.duration,
+        "staleness_mean": float(trace.staleness.mean()),
+        "tasks_lost": int(clients.lost.sum()),
+        "clients_chosen": int((clients.started > 0).sum()),
+        "slot_wait_seconds": float(run.workers.waited_seconds.sum()),
+    }
+
+
+def measure_population(commits: int, repeats: int) -> dict[str, Any]:
+    """Every population case in a fresh process (its own peak memory), and the import alone."""
+    rows = []
+    for (n_clients, slots), network in itertools.product(POPULATION_CASES, (False, True)):
+        argv = ["--child", json.dumps([n_clients, slots, network, commits, repeats])]
+        out = subprocess.run(
+            [sys.executable, __file__, *argv], check=True, capture_output=True, text=True
+        )
+        rows.append(json.loads(out.stdout))
+    baseline = subprocess.run(
+        [sys.executable, __file__, "--child", "null"], check=True, capture_output=True, text=True
+    )
+    bar = [r for r in rows if r["n_clients"] == 100_000 and r["network_and_service"]]
+    return {
+        "results": rows,
+        "import_only_peak_rss_mib": float(baseline.stdout),
+        "bar_commits_per_s": POPULATION_BAR,
+        "bar_met": bool(bar) and all(r["commits_per_s"] >= POPULATION_BAR for r in bar),
+    }
 
 
 def bare_simpy(n_workers: int, exchanges: int) -> tuple[float, float]:
@@ -183,8 +277,19 @@ def configurations(sizes: list[int]) -> list[tuple[int, bool, str]]:
     return plain + [(n, True, f) for n in sizes for f in FEATURES[1:]]
 
 
-def run(commits: int, repeats: int, sizes: list[int], bare_sizes: list[int]) -> dict[str, Any]:
-    """All configurations, bare SimPy, and whether the bars are met."""
+def run(
+    commits: int,
+    repeats: int,
+    sizes: list[int],
+    bare_sizes: list[int],
+    *,
+    persistent: bool = True,
+    population: bool = True,
+) -> dict[str, Any]:
+    """All configurations, bare SimPy, the population cases, and whether the bars are met
+    (``persistent`` or ``population`` False: leave those out)."""
+    if not persistent:
+        sizes, bare_sizes = [], []
     bare = measure_bare(bare_sizes, commits, repeats)
     rows = [measure(n, net, commits, repeats, f) for n, net, f in configurations(sizes)]
     verdicts = {}
@@ -205,6 +310,11 @@ def run(commits: int, repeats: int, sizes: list[int], bare_sizes: list[int]) -> 
     verdicts["fraction of bare SimPy"] = len(plain_async) == len(BARE_BAR_SIZES) and all(
         r["fraction_of_bare"] >= BARE_BAR for r in plain_async
     )
+    populations = measure_population(commits, repeats) if population else None
+    if not persistent:
+        verdicts = {}
+    if populations is not None:
+        verdicts["population"] = populations["bar_met"]
     return {
         "benchmark": "timing",
         "python": platform.python_version(),
@@ -223,13 +333,47 @@ def run(commits: int, repeats: int, sizes: list[int], bare_sizes: list[int]) -> 
         "results": rows,
         "bars_commits_per_s": BARS,
         "bar_fraction_of_bare": {"fraction": BARE_BAR, "n_workers": list(BARE_BAR_SIZES)},
+        "population": populations,
         "bars_met": verdicts,
         "bar_met": all(verdicts.values()),
     }
 
 
+def population_table(report: dict[str, Any]) -> list[str]:
+    """The population cases as text lines."""
+    populations = report["population"]
+    lines = [
+        "",
+        f"{'clients':>9}  {'slots':>5}  {'network+service':>15}  {'commits':>8}  "
+        f"{'seconds':>7}  {'commits/s':>10}  {'per CPU s':>10}  {'peak MiB':>8}  "
+        f"{'virtual s':>9}  {'mean tau':>8}  {'lost':>6}  {'chosen':>8}",
+    ]
+    for r in populations["results"]:
+        lines.append(
+            f"{r['n_clients']:>9,}  {r['slots']:>5}  "
+            f"{'on' if r['network_and_service'] else 'off':>15}  {r['commits']:>8}  "
+            f"{r['seconds']:>7.2f}  {r['commits_per_s']:>10,.0f}  "
+            f"{r['commits_per_cpu_s']:>10,.0f}  {r['peak_rss_mib']:>8.0f}  "
+            f"{r['virtual_seconds']:>9.1f}  {r['staleness_mean']:>8.1f}  "
+            f"{r['tasks_lost']:>6}  {r['clients_chosen']:>8,}"
+        )
+    verdict = "met" if populations["bar_met"] else "NOT met"
+    lines.append(
+        f"peak memory of a process that only imports gemsim.timing: "
+        f"{populations['import_only_peak_rss_mib']:.0f} MiB"
+    )
+    lines.append(
+        f"bar {populations['bar_commits_per_s']:,} commits/s at N = 100,000, K = 1,000 with "
+        f"churn, network and service: {verdict} (median of {report['repeats']} runs); load "
+        "average " + ", ".join(f"{x:.1f}" for x in report["load_average"])
+    )
+    return lines
+
+
 def table(report: dict[str, Any]) -> str:
     """The report as fixed-width text tables."""
+    if not report["results"]:
+        return "\n".join(population_table(report)[1:])
     lines = [
         f"bare SimPy: one exchange = {report['bare_simpy']['exchange']}",
         f"{'workers':>7}  {'exchanges/s':>12}  {'per CPU s':>12}",
@@ -266,6 +410,8 @@ def table(report: dict[str, Any]) -> str:
         f"at n = {' and '.join(map(str, bare_bar['n_workers']))}: {verdict}; load average "
         + ", ".join(f"{x:.1f}" for x in report["load_average"])
     )
+    if report["population"] is not None:
+        lines += population_table(report)
     return "\n".join(lines)
 
 
@@ -282,10 +428,30 @@ def main(argv: list[str] | None = None) -> int:
         default=[1, 16, 100, 1000],
         help="worker processes of the bare SimPy exchange (1: the two-process reference)",
     )
+    parser.add_argument(
+        "--population-only", action="store_true", help="only the client-population cases"
+    )
+    parser.add_argument(
+        "--no-population", action="store_true", help="leave the client-population cases out"
+    )
+    parser.add_argument("--child", help=argparse.SUPPRESS)  # one population case, as JSON
     args = parser.parse_args(argv)
-    report = run(args.commits, args.repeats, args.sizes, args.bare_sizes)
+    if args.child:  # "null": import only, for the baseline of peak memory
+        case = json.loads(args.child)
+        print(json.dumps(population_child(*case)) if case else peak_rss_mib())
+        return 0
+    report = run(
+        args.commits,
+        args.repeats,
+        args.sizes,
+        args.bare_sizes,
+        persistent=not args.population_only,
+        population=not args.no_population,
+    )
     print(json.dumps(report) if args.json else table(report))
-    measured = 100 in args.sizes and set(BARE_BAR_SIZES) <= set(args.sizes)
+    measured = args.population_only or (
+        100 in args.sizes and set(BARE_BAR_SIZES) <= set(args.sizes)
+    )
     return 0 if report["bar_met"] or not measured else 1
 
 

@@ -11,6 +11,11 @@ late join: a new process that pulled the parameters and whose rule state starts 
 asynchronous protocol; the last commit of each barrier round). Both have defaults that the
 other columns imply (first commit of each worker; every commit), and a trace whose flags are
 at their defaults hashes and reads exactly as a trace of format 1, which had no flags.
+
+A population's run (K slots serving N clients, `gemsim.timing.Population`) adds a ``client``
+column: ``worker`` is then the slot (``n_workers`` = K) and ``client`` the client whose task
+the commit ends, in ``[0, n_clients)``. A trace without it (persistent workers) hashes and is
+written exactly as before the column existed; one with it is written as format 3.
 """
 
 from __future__ import annotations
@@ -46,9 +51,13 @@ FLAGS: tuple[str, ...] = ("fresh", "round_end")
 
 COLUMN_NAMES: tuple[str, ...] = (*(name for name, _ in COLUMNS), *FLAGS)
 
+CLIENT = "client"
+"""The optional int64 column of a population's traces, hashed and written after the flags."""
+
 _METADATA_KEY = b"gemsim.commit_trace"
 _FORMAT_VERSION = 2
-_READABLE_FORMATS = (1, 2)  # format 1 had no flag columns: they take their defaults
+_CLIENT_FORMAT = 3  # a trace with a client column (older readers must refuse it)
+_READABLE_FORMATS = (1, 2, 3)  # format 1 had no flag columns: they take their defaults
 _HASH_HEADER = b"gemsim.CommitTrace/v1\x00"
 
 
@@ -114,6 +123,9 @@ class CommitTrace:
             gives the default, each worker's first commit.
         round_end: bool, the server closes a round at this commit; None gives the default,
             every commit (asynchronous).
+        client: int64, with a population: the client whose task the commit ends (``worker``
+            is then its slot); None for persistent workers.
+        n_clients: with a client column, the population's size N; None without.
 
     The three duration columns may hold NaN where a real backend could not measure them.
     """
@@ -131,6 +143,8 @@ class CommitTrace:
     busy_time: float | None = None
     fresh: np.ndarray | None = None
     round_end: np.ndarray | None = None
+    client: np.ndarray | None = None
+    n_clients: int | None = None
 
     def __post_init__(self) -> None:
         for name, dtype in COLUMNS:
@@ -145,15 +159,29 @@ class CommitTrace:
         object.__setattr__(self, "duration", _seconds("duration", self.duration))
         if self.busy_time is not None:
             object.__setattr__(self, "busy_time", _seconds("busy_time", self.busy_time))
+        if (self.client is None) != (self.n_clients is None):
+            raise ValueError(
+                f"CommitTrace.client and n_clients come together (a population's trace), got "
+                f"{'no' if self.client is None else 'a'} client column and n_clients "
+                f"{self.n_clients!r}"
+            )
+        if self.client is not None:
+            n_clients = check_int("CommitTrace.n_clients", self.n_clients, 1)
+            client = _column(CLIENT, self.client, np.dtype(np.int64))
+            _first_bad(
+                CLIENT, (client < 0) | (client >= n_clients), client, f"must be in [0, {n_clients})"
+            )
+            object.__setattr__(self, "n_clients", n_clients)
+            object.__setattr__(self, "client", client)
         self._validate_rows()
 
     def _validate_rows(self) -> None:
         n = len(self.commit)
-        for name, _ in COLUMNS:
-            if len(getattr(self, name)) != n:
+        for name, column in self.columns().items():
+            if len(column) != n:
                 raise ValueError(
                     f"CommitTrace columns must have equal lengths: commit has {n}, "
-                    f"{name} has {len(getattr(self, name))}"
+                    f"{name} has {len(column)}"
                 )
         if n == 0:
             return
@@ -203,6 +231,8 @@ class CommitTrace:
         busy_time: float | None = None,
         fresh: Any = None,
         round_end: Any = None,
+        client: Any = None,
+        n_clients: int | None = None,
     ) -> CommitTrace:
         """Build and validate a trace; ``commit`` and ``staleness`` are derived if omitted,
         and the flags take their defaults.
@@ -236,33 +266,45 @@ class CommitTrace:
             busy_time=busy_time,
             fresh=fresh,
             round_end=round_end,
+            client=client,
+            n_clients=n_clients,
         )
 
     def __len__(self) -> int:
         return len(self.commit)
 
     def __repr__(self) -> str:
+        clients = "" if self.n_clients is None else f", n_clients={self.n_clients}"
         return (
-            f"CommitTrace(commits={len(self)}, n_workers={self.n_workers}, "
+            f"CommitTrace(commits={len(self)}, n_workers={self.n_workers}{clients}, "
             f"duration={self.duration!r}, busy_time={self.busy_time!r})"
         )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CommitTrace):
             return NotImplemented
-        return self._attributes() == other._attributes() and all(
-            np.array_equal(getattr(self, name), getattr(other, name), equal_nan=True)
-            for name in COLUMN_NAMES
+        mine, theirs = self.columns(), other.columns()
+        return (
+            self._attributes() == other._attributes()
+            and mine.keys() == theirs.keys()
+            and all(np.array_equal(mine[k], theirs[k], equal_nan=True) for k in mine)
         )
 
     __hash__ = None  # type: ignore[assignment]  # equality is by value; arrays are large
 
     def _attributes(self) -> dict[str, Any]:
-        return {"n_workers": self.n_workers, "duration": self.duration, "busy_time": self.busy_time}
+        attributes = {"n_workers": self.n_workers, "duration": self.duration}
+        attributes["busy_time"] = self.busy_time
+        if self.n_clients is not None:  # absent for persistent workers, as before it existed
+            attributes["n_clients"] = self.n_clients
+        return attributes
 
     def columns(self) -> dict[str, np.ndarray]:
-        """The columns by name, in canonical order."""
-        return {name: getattr(self, name) for name in COLUMN_NAMES}
+        """The columns by name, in canonical order (``client`` last, where there is one)."""
+        columns = {name: getattr(self, name) for name in COLUMN_NAMES}
+        if self.client is not None:
+            columns[CLIENT] = self.client
+        return columns
 
     def sha256(self) -> str:
         """Hex sha256 over ``n_workers``, the row count and every column, canonically.
@@ -270,8 +312,9 @@ class CommitTrace:
         Columns are hashed in `COLUMNS` order as little-endian int64/float64 bytes, with
         ``-0.0`` written as ``0.0`` and every NaN as the same quiet NaN, so equal traces
         hash equally on every platform; then each flag column that differs from its
-        default (so a trace without restarts, joins or rounds hashes as format 1 did).
-        ``duration`` and ``busy_time`` are not included.
+        default (so a trace without restarts, joins or rounds hashes as format 1 did); then,
+        for a population, ``n_clients`` and the client column (a trace without one hashes as
+        before the column existed). ``duration`` and ``busy_time`` are not included.
         """
         digest = hashlib.sha256(_HASH_HEADER)
         digest.update(np.array([self.n_workers, len(self)], dtype="<i8").tobytes())
@@ -286,6 +329,10 @@ class CommitTrace:
             values = getattr(self, name)
             if not np.array_equal(values, defaults[name]):
                 digest.update(name.encode("ascii") + b"\x00" + values.astype(np.uint8).tobytes())
+        if self.client is not None:
+            digest.update(CLIENT.encode("ascii") + b"\x00")
+            digest.update(np.array([self.n_clients], dtype="<i8").tobytes())
+            digest.update(self.client.astype("<i8", copy=False).tobytes())
         return digest.hexdigest()
 
     def to_pandas(self) -> pd.DataFrame:
@@ -305,7 +352,8 @@ class CommitTrace:
         import pyarrow.parquet as pq
 
         table = pa.table(self.columns())
-        meta = {"format": _FORMAT_VERSION, **self._attributes()}
+        version = _FORMAT_VERSION if self.client is None else _CLIENT_FORMAT
+        meta = {"format": version, **self._attributes()}
         table = table.replace_schema_metadata({_METADATA_KEY: json.dumps(meta).encode()})
         buffer = io.BytesIO()
         pq.write_table(table, buffer)
@@ -335,13 +383,14 @@ class CommitTrace:
         missing = [name for name in required if name not in table.column_names]
         if missing:
             raise ValueError(f"lacks columns {missing}")
-        present = [name for name in COLUMN_NAMES if name in table.column_names]
+        present = [name for name in (*COLUMN_NAMES, CLIENT) if name in table.column_names]
         columns = {name: table.column(name).to_numpy(zero_copy_only=False) for name in present}
         return cls(
             **columns,
             n_workers=meta["n_workers"],
             duration=meta["duration"],
             busy_time=meta.get("busy_time"),
+            n_clients=meta.get("n_clients"),
         )
 
 

@@ -6,6 +6,9 @@ Never imports JAX: a trace is produced from timing alone.
 from gemsim.trace import COLUMN_NAMES as COLUMN_NAMES
 from gemsim.trace import CommitTrace as CommitTrace
 
+from ._calendar import client_down_intervals as client_down_intervals
+from ._calendar import client_speeds as client_speeds
+from ._calendar import client_up_seconds as client_up_seconds
 from ._churn import Churn as Churn
 from ._churn import Slowdowns as Slowdowns
 from ._cluster import Budget as Budget
@@ -42,8 +45,15 @@ from ._lives import SlowdownClock as SlowdownClock
 from ._lives import down_intervals as down_intervals
 from ._lives import ever_up as ever_up
 from ._lives import life_events as life_events
+from ._outcome import ClientReport as ClientReport
 from ._outcome import Simulation as Simulation
 from ._outcome import WorkerReport as WorkerReport
+from ._population import Population as Population
+from ._population import Selection as Selection
+from ._population_stats import participation as participation
+from ._population_stats import population_summary as population_summary
+from ._population_stats import selection_fairness as selection_fairness
+from ._population_stats import staleness_by_speed_decile as staleness_by_speed_decile
 from ._server_protocols import PROTOCOL_TYPES as PROTOCOL_TYPES
 from ._server_protocols import Async as Async
 from ._server_protocols import KAsync as KAsync

@@ -16,6 +16,7 @@ from gemsim._checks import check_instance, check_int, check_nonnegative, check_p
 
 from ._churn import Churn, Slowdowns, check_intervals
 from ._distributions import DISTRIBUTION_TYPES, Distribution
+from ._population import Population
 from ._server_protocols import PROTOCOL_TYPES, Async, KAsync, KSync, ServerProtocol, Sync
 
 MAX_COMMITS = 10**8
@@ -210,6 +211,11 @@ class ClusterSpec:
             on its send side, pushes on its receive side, ``model_bytes / bandwidth`` each)
             instead of every worker having a link of its own; needs a bandwidth.
         budget: when to stop.
+        population: None: the workers are persistent (each is one client for the whole
+            run). A `Population`: the workers are the K slots that serve its clients one
+            task at a time (K <= N); the slots have no downtime or slowdowns of their own,
+            the protocol is `Async`, the budget commits or seconds, and there is no shared
+            link.
     """
 
     workers: tuple[WorkerSpec, ...]
@@ -224,6 +230,7 @@ class ClusterSpec:
     protocol: ServerProtocol = Async()
     synchronous: bool = False
     shared_link: bool = False
+    population: Population | None = None
 
     def __post_init__(self) -> None:
         workers = self.workers
@@ -265,7 +272,50 @@ class ClusterSpec:
             raise ValueError(
                 "ClusterSpec.shared_link needs bandwidth_bytes_per_s (the link's speed), got None"
             )
+        self._check_population()
         self._check_size()
+
+    def _check_population(self) -> None:
+        """A population's slots: no more than its clients, no lives of their own, and only
+        what the population model supports (`gemsim.timing._population_run`)."""
+        population = self.population
+        check_instance("ClusterSpec.population", population, (Population,), optional=True)
+        if population is None:
+            return
+        k, n = self.n_workers, population.n_clients
+        if k > n:
+            raise ValueError(
+                f"ClusterSpec.workers: {k} slots (the concurrency K) for a population of {n} "
+                f"clients; allowed: K <= Population.n_clients"
+            )
+        for i, slot in enumerate(self.workers):
+            for name, given in (
+                ("churn", slot.churn is not None),
+                ("failures", bool(slot.failures)),
+                ("join_at", slot.join_at > 0),
+                ("availability", bool(slot.availability)),
+                ("slowdowns", slot.slowdowns is not None),
+            ):
+                if given:
+                    raise ValueError(
+                        f"ClusterSpec.workers[{i}].{name}: a population's slots have no "
+                        f"{name} of their own, got {getattr(slot, name)!r}; allowed: the "
+                        f"default (give the clients' churn and availability in the Population)"
+                    )
+        if not isinstance(self.protocol, Async):
+            raise ValueError(
+                f"ClusterSpec.protocol: a population runs under the async protocol only, got "
+                f"{self.protocol!r}"
+            )
+        if isinstance(self.budget, StepsBudget):
+            raise ValueError(
+                f"ClusterSpec.budget: a population's budget is commits or seconds, got "
+                f"{self.budget!r} (steps per worker mean nothing for slots that change client)"
+            )
+        if self.shared_link:
+            raise ValueError(
+                "ClusterSpec.shared_link: not supported with a population; allowed: False"
+            )
 
     def _check_protocol(self) -> None:
         check_instance("ClusterSpec.protocol", self.protocol, PROTOCOL_TYPES)

@@ -35,6 +35,8 @@ def _set(obj: object, name: str, value: object) -> None:
 
 
 def _check_size(size: int) -> int:
+    if type(size) is int and size >= 0:  # the common case, without the ABC check of check_int
+        return size
     return check_int("sample size", size, 0)
 
 

@@ -8,7 +8,10 @@ Every stream is a ``numpy.random.Generator`` seeded from its own
   between slowdowns, 6 = slowdown factors, 7 = slowdown durations (new kinds of draws are
   new children, so that existing streams never shift);
 - the server: ``SeedSequence(seed, spawn_key=(1,))`` with children 0 = service,
-  1 = the uniform picks of the RANDOM discipline.
+  1 = the uniform picks of the RANDOM discipline, 2 = a population's selections of clients;
+- a population's clients: ``SeedSequence(seed, spawn_key=(2, kind))`` for kind 0 = speed
+  factors, 1 = churn periods, each giving the key of counter-based draws per client (see
+  `gemsim.timing._calendar`).
 
 A stream pre-draws its values in blocks (64 values first, doubling up to 8192) and hands
 them out one at a time as Python floats. The block schedule is fixed, so the sequence a
@@ -39,7 +42,9 @@ SERVER_KEY = 1
 COMPUTE, PUSH, PULL = 0, 1, 2
 CHURN_UP, CHURN_DOWN = 3, 4
 SLOW_EVERY, SLOW_FACTOR, SLOW_DURATION = 5, 6, 7
-SERVICE, DISCIPLINE = 0, 1
+SERVICE, DISCIPLINE, SELECTION = 0, 1, 2
+CLIENT_KEY = 2
+CLIENT_SPEED, CLIENT_CHURN = 0, 1
 
 
 def seed_sequence(seed: int, *spawn_key: int) -> np.random.SeedSequence:
@@ -152,9 +157,10 @@ def service_draw(spec: ClusterSpec, seed: int) -> Draw | None:
     return draw_stream(spec.service, (seed, SERVER_KEY, SERVICE))
 
 
-def uniform_draw(seed: int) -> Draw:
-    """The server's stream of uniform ``[0, 1)`` values for the RANDOM discipline."""
-    rng = np.random.default_rng(seed_sequence(seed, SERVER_KEY, DISCIPLINE))
+def uniform_draw(seed: int, use: int = DISCIPLINE) -> Draw:
+    """The server's stream of uniform ``[0, 1)`` values for the RANDOM discipline (or, with
+    ``use=SELECTION``, for a population's selections)."""
+    rng = np.random.default_rng(seed_sequence(seed, SERVER_KEY, use))
 
     def blocks() -> Iterator[list[float]]:
         size = FIRST_BLOCK

@@ -83,7 +83,13 @@ def down_intervals(
     periods: overlapping or touching intervals merge into one. The churn periods are drawn
     lazily from the worker's own streams, so the sequence may be endless.
     """
-    merged = heapq.merge(*_sources(worker, seed, w), key=lambda d: d.start)
+    return merge_downs(_sources(worker, seed, w), until)
+
+
+def merge_downs(sources: list[Iterable[Down]], until: float = math.inf) -> Iterator[Down]:
+    """The union of down intervals from ``sources`` (each in start order), disjoint and in
+    time order, those starting before ``until``: overlapping or touching intervals merge."""
+    merged = heapq.merge(*sources, key=lambda d: d.start)
     current = next(merged, None)
     for item in merged:
         if current.start > until or math.isinf(current.end):

@@ -10,13 +10,15 @@ from gemsim.trace import CommitTrace
 
 
 class WorkerReport(NamedTuple):
-    """Per-worker figures of one simulated run, each an array indexed by worker.
+    """Per-worker figures of one simulated run, each an array indexed by worker (by slot,
+    with a population: a slot is always up and its losses are its clients' going down).
 
     Attributes:
         up_seconds: float64, time up within ``[0, duration]`` (joined and not down).
         availability: float64, ``up_seconds / duration`` (NaN for a zero duration).
         waited_seconds: float64, time held by the protocol within ``[0, duration]``: blocked
-            by SSP, waiting at a barrier (sync, k_sync) or for a k_async round to close.
+            by SSP, waiting at a barrier (sync, k_sync) or for a k_async round to close; for a
+            population's slot, waiting for a client to be up and free.
         lost: int64, gradients lost because the worker went down while computing or queued.
         lost_compute_seconds: float64, the compute time those gradients had taken.
         cancelled: int64, gradients cancelled by k_sync (their round had its k gradients).
@@ -35,11 +37,31 @@ class WorkerReport(NamedTuple):
     downs: tuple[tuple[tuple[float, float], ...], ...]
 
 
+class ClientReport(NamedTuple):
+    """Per-client figures of a population's run, each an array indexed by client id.
+
+    Attributes:
+        speed: float64, the client's speed factor.
+        started: int64, tasks the client was chosen for (within the budget's span).
+        completed: int64, its tasks committed (its rows in the trace's ``client`` column).
+        lost: int64, its tasks lost because it went down before they were in service.
+
+    A task still in flight when the run ends is started but neither completed nor lost.
+    """
+
+    speed: np.ndarray
+    started: np.ndarray
+    completed: np.ndarray
+    lost: np.ndarray
+
+
 class Simulation(NamedTuple):
-    """A simulated run: its commit trace and its per-worker report."""
+    """A simulated run: its commit trace, its per-worker report (per slot, with a
+    population) and, with a population, its per-client report."""
 
     trace: CommitTrace
     workers: WorkerReport
+    clients: ClientReport | None = None
 
 
 def down_seconds(downs: list[tuple[float, float]] | tuple, duration: float) -> float:

@@ -12,6 +12,8 @@ from ._cluster import ClusterSpec
 from ._link import SharedLink
 from ._lives import down_intervals
 from ._outcome import Simulation, worker_report
+from ._population import Population
+from ._population_run import PopulationRun
 from ._processes import worker_process
 from ._protocol_runs import protocol_run
 from ._server import Server
@@ -46,13 +48,17 @@ def simulate(spec: ClusterSpec, seed: int, *, schedule_seed: int | None = None) 
 
 def simulate_run(spec: ClusterSpec, seed: int, *, schedule_seed: int | None = None) -> Simulation:
     """`simulate`, with the per-worker report (availability, waits, lost and cancelled work)
-    beside the trace."""
+    beside the trace; with a population, the workers are its slots and the per-client report
+    (`ClientReport`) comes too. The seed draws the slots' compute and network, the clients'
+    speeds and the selections; ``schedule_seed`` the clients' churn."""
     if not isinstance(spec, ClusterSpec):
         raise ValueError(f"simulate() needs a ClusterSpec, got {type(spec).__name__}")
     seed = _seed("seed", seed)
     schedule = seed if schedule_seed is None else _seed("schedule_seed", schedule_seed)
     env = simpy.Environment()
     state = SimState(env, spec, seed, schedule)
+    if spec.population is not None:
+        return _population_run(env, state, spec.population, seed, schedule)
     protocol = protocol_run(state, spec.protocol)
     if spec.shared_link:
         SharedLink(state).install()
@@ -66,6 +72,22 @@ def simulate_run(spec: ClusterSpec, seed: int, *, schedule_seed: int | None = No
     duration = state.duration()
     protocol.finish(duration)
     return Simulation(state.to_trace(), worker_report(state, duration))
+
+
+def _population_run(
+    env: simpy.Environment, state: SimState, population: Population, seed: int, schedule: int
+) -> Simulation:
+    """K slots serving a population's clients (`gemsim.timing._population_run`); the run
+    ends when the server stops it or, when every client is gone for good, when no event is
+    left."""
+    run = PopulationRun(state, population, seed, schedule)
+    Server(env, state, run)
+    run.begin()
+    env.run()
+    duration = state.duration()
+    run.finish(duration)
+    trace = state.to_trace(run.clients, population.n_clients)
+    return Simulation(trace, worker_report(state, duration), run.report())
 
 
 def _seed(name: str, value: object) -> int:

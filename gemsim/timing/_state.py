@@ -298,8 +298,11 @@ class SimState:
             return self.horizon
         return self.times[-1] if self.times else 0.0
 
-    def to_trace(self) -> CommitTrace:
-        """The recorded commits as a validated `CommitTrace`."""
+    def to_trace(
+        self, client: list[int] | None = None, n_clients: int | None = None
+    ) -> CommitTrace:
+        """The recorded commits as a validated `CommitTrace` (with a population's ``client``
+        column and ``n_clients`` when given)."""
         times = np.asarray(self.times, dtype=np.float64)
         n = len(times)
         if self.service is None:
@@ -326,6 +329,8 @@ class SimState:
             busy_time=busy,
             fresh=fresh,
             round_end=round_end,
+            client=None if client is None else np.asarray(client, dtype=np.int64),
+            n_clients=n_clients,
         )
 
 

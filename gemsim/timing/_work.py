@@ -117,6 +117,8 @@ def expected_work(spec: ClusterSpec) -> WorkEstimate:
     The workers' lives other than churn are left out."""
     cache: dict[int, list[float]] = {}
     latency = spec.transfer_seconds + _typical(spec.pull, cache) + _typical(spec.push, cache)
+    if spec.population is not None:
+        return _population_work(spec, latency, cache)
     paces: dict[tuple, WorkerPace] = {}
     workers: list[WorkerPace] = []
     for ws in spec.workers:
@@ -144,6 +146,49 @@ def expected_work(spec: ClusterSpec) -> WorkEstimate:
     return WorkEstimate(events, max(spans), float(quota * len(workers)), stuck)
 
 
+def _population_work(
+    spec: ClusterSpec, latency: float, cache: dict[int, list[float]]
+) -> WorkEstimate:
+    """`expected_work` for a population's slots: a task takes the slot's typical cycle with
+    the compute divided by the clients' typical speed (an average of ``1/speed`` over its
+    quantiles), and completes when its client stays up that long: for a task started at a
+    uniform point of an up period of length ``u``, with probability ``max(0, 1 - cycle/u)``,
+    averaged over the up periods' quantiles. Churn events: every client's up and down
+    periods over the run (the most the calendar may draw)."""
+    population = spec.population
+    inverse = 1.0
+    if population.speed is not None:
+        inverse = math.fsum(1.0 / q for q in _quantiles(population.speed, cache)) / len(
+            QUANTILE_LEVELS
+        )
+    churn = population.churn
+    rate = 0.0
+    stuck = None
+    for w, ws in enumerate(spec.workers):
+        typical = spec.window * _typical(ws.compute, cache) * inverse / ws.speed
+        cycle = max(typical + latency, math.ulp(0.0))
+        done = 1.0
+        if churn is not None:
+            ups = _quantiles(churn.uptime, cache)
+            done = math.fsum(max(0.0, 1.0 - cycle / u) if u > 0 else 0.0 for u in ups) / len(ups)
+        if done <= 0.0 and stuck is None:
+            stuck = w
+        rate += done / cycle
+    service = _typical(spec.service, cache)
+    if service > 0:
+        rate = min(rate, 1.0 / service)
+    per_second = 0.0
+    if churn is not None:
+        per_second = population.n_clients * 2.0 / (churn.uptime.mean() + churn.downtime.mean())
+    budget = spec.budget
+    if isinstance(budget, SecondsBudget):
+        seconds = budget.seconds
+        return WorkEstimate(seconds * per_second, seconds, seconds * rate, stuck)
+    seconds = budget.commits / rate if rate > 0 else math.inf
+    events = seconds * per_second if per_second > 0 else 0.0
+    return WorkEstimate(events, seconds, float(budget.commits), stuck)
+
+
 def _vanishing_ups(spec: ClusterSpec, seconds: float) -> int | None:
     """A worker whose churn up periods are nearly all below the resolution of the clock at
     the times the simulation reaches (the budget's span, or a long down period): added to
@@ -151,6 +196,11 @@ def _vanishing_ups(spec: ClusterSpec, seconds: float) -> int | None:
     the worker never comes back up (the merging of down intervals never finishes)."""
     cache: dict[int, list[float]] = {}
     seen: set[int] = set()
+    if spec.population is not None and spec.population.churn is not None:
+        churn = spec.population.churn
+        late = max(seconds, max(_quantiles(churn.downtime, cache)))
+        if churn.uptime.survival(late * 2.0**-52) < 1e-3:
+            return -1  # the population's clients
     for w, ws in enumerate(spec.workers):
         if ws.churn is None or id(ws.churn) in seen:
             continue
@@ -170,6 +220,15 @@ def check_work(spec: ClusterSpec) -> None:
     budget's own size check, a typo such as `uptime: {dist: constant, value: 1e-6}` must fail
     before simulating, not after hours."""
     work = expected_work(spec)
+    population = spec.population
+    if population is not None and work.stuck is not None and math.isinf(work.seconds):
+        raise ValueError(
+            f"no task can finish: the clients' up periods ({population.churn.uptime!r}) are "
+            f"too short for a task of {spec.workers[work.stuck].compute!r} at the clients' "
+            f"speeds, so the budget {spec.budget!r} is never reached; allowed: up periods "
+            f"long enough for tasks (lengthen Population.churn.uptime, or give a seconds "
+            f"budget)"
+        )
     if work.stuck is not None and math.isinf(work.seconds):
         ws = spec.workers[work.stuck]
         raise ValueError(
@@ -180,12 +239,15 @@ def check_work(spec: ClusterSpec) -> None:
         )
     vanishing = _vanishing_ups(spec, work.seconds if math.isfinite(work.seconds) else 0.0)
     if vanishing is not None:
-        churn = spec.workers[vanishing].churn
+        if vanishing < 0:
+            churn, who, what = spec.population.churn, "the clients'", "client"
+        else:
+            churn, who, what = spec.workers[vanishing].churn, f"worker {vanishing}'s", "worker"
         raise ValueError(
-            f"worker {vanishing}'s churn up periods ({churn.uptime!r}) are below one part in "
+            f"{who} churn up periods ({churn.uptime!r}) are below one part in "
             f"2^52 of the times the simulation reaches (its down periods {churn.downtime!r}, "
             f"about {work.seconds:.3g} s in all): added to the clock they vanish, so the "
-            f"worker never comes back up; allowed: up periods longer than that (lengthen "
+            f"{what} never comes back up; allowed: up periods longer than that (lengthen "
             f"churn.uptime or shorten churn.downtime)"
         )
     if not work.commits <= _cluster.MAX_COMMITS:
