@@ -2,9 +2,11 @@
 
 A unit is what a scheduler hands to one process (this one, a job process of `--jobs N`, a Ray
 task): a single run, or several runs executed together in one compiled program
-(`engine.many_runs`, `_many_runs.py`). A record (`gemsim.results.RunResult`) is everything
-the run's folder will hold; the driver writes the folders (`RunResult.write`), so work can
-run anywhere, be killed at any moment, and never touch the results folder.
+(`engine.many_runs`, `_many_runs.py`), with the runs' timing inputs and the sweep's trace
+store, through which every process gets its traces (`_trace_store.py`). A record
+(`gemsim.results.RunResult`) is everything the run's folder will hold; the driver writes the
+folders (`RunResult.write`), so work can run anywhere, be killed at any moment, and never
+touch a run folder.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from gemsim.types import Progress
 from ._many_runs import execute_many
 from ._one_run import execute_run
 from ._record import RunIdentity, failed_result
+from ._trace_store import TimingInputs, Traces, TraceStore
 
 
 def here(scheduler: str, **extra: Any) -> dict[str, Any]:
@@ -46,6 +49,18 @@ class Unit:
 
     runs: tuple[RunIdentity, ...]
     pad_to: int = 0
+    timing: tuple[TimingInputs | None, ...] = ()
+    store: TraceStore | None = None
+
+    def traces(self) -> Traces:
+        """Where the unit's runs get their traces: the store, where this process sees the
+        results folder it lives in (a Ray node may not), else simulated here."""
+        store = self.store
+        if store is not None and not store.seen_here():
+            store = None
+        pairs = zip(self.runs, self.timing, strict=False)  # no timing: every run's computed here
+        known = {w.identity: t for w, t in pairs if t is not None}
+        return Traces(store, known)
 
     @property
     def label(self) -> str:
@@ -62,10 +77,11 @@ def execute_unit(
     ran (`where`, default this process). `progress(done, total)` reports the commits under
     way."""
     where = here("in-process") if where is None else where
+    traces = unit.traces()
     if unit.pad_to:
-        done = execute_many(unit.runs, progress, pad_to=unit.pad_to)
+        done = execute_many(unit.runs, progress, pad_to=unit.pad_to, traces=traces)
         return [result.placed(where) for result in done]
-    return [execute_run(who, progress=progress).placed(where) for who in unit.runs]
+    return [execute_run(who, progress=progress, traces=traces).placed(where) for who in unit.runs]
 
 
 def lost_unit(

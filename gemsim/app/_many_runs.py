@@ -17,6 +17,7 @@ from ._lru import Lru
 from ._one_run import execute_run
 from ._provenance import utc_now
 from ._record import RunIdentity, failed_result, run_result
+from ._trace_store import Traces
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class _Prepared:
     trace: Any
     run: Any  # engine.RunInputs
     executor_key: tuple
+    trace_note: Any = None
 
 
 # Compiled many-runs executors, one per signature and lifted fields (per process).
@@ -32,20 +34,26 @@ MANY = Lru(4)
 
 
 def execute_many(
-    unit: Sequence[RunIdentity], progress: Progress | None = None, *, pad_to: int = 0
+    unit: Sequence[RunIdentity],
+    progress: Progress | None = None,
+    *,
+    pad_to: int = 0,
+    traces: Traces | None = None,
 ) -> list[RunResult]:
     """The runs of a unit, executed together at `pad_to` runs (copies of the first fill the
-    rest; their results are dropped); one record per run, in the unit's order. A run whose
+    rest; their results are dropped); one record per run, in the unit's order. Traces come
+    from `traces` (the sweep's trace store), else are simulated here. A run whose
     preparation fails (its data, its trace) is a `failed` record; the others go on."""
     from jax import errors
 
     started, started_at = time.perf_counter(), utc_now()
     floats = [config.many_runs_signature(w.expanded.scenario)[1] for w in unit]
     lifted = tuple(sorted(p for p in floats[0] if len({f[p] for f in floats}) > 1))
+    traces = traces or Traces()
     prepared: list[_Prepared | RunResult] = []
     for w, f in zip(unit, floats, strict=True):
         try:
-            prepared.append(_prepare(w, {p: f[p] for p in lifted}, lifted))
+            prepared.append(_prepare(w, {p: f[p] for p in lifted}, lifted, traces))
         except Exception as exc:  # one run's bad data must not end the others
             wall = time.perf_counter() - started
             prepared.append(failed_result(w, exc, wall_seconds=wall, started_at=started_at))
@@ -61,10 +69,13 @@ def execute_many(
     ) as exc:
         # The rule cannot take these hyperparameters traced (its factory branches on one):
         # only the runs whose values are equal execute together.
-        return _split_by_values(unit, lifted, floats, progress, exc, pad_to)
+        return _split_by_values(unit, lifted, floats, progress, exc, pad_to, traces)
     except Exception as exc:  # a bug or resource error of one run must not fail the others
         note = f"the runs together raised {type(exc).__name__}: they executed one by one"
-        return [execute_run(w, progress=progress).placed({"many_runs_note": note}) for w in unit]
+        return [
+            execute_run(w, progress=progress, traces=traces).placed({"many_runs_note": note})
+            for w in unit
+        ]
     wall = time.perf_counter() - started
     records, done = [], iter(outs)
     for i, p in enumerate(prepared):
@@ -79,25 +90,26 @@ def execute_many(
             started_at=started_at,
             executor="ManyRunsExecutor",
             wall_seconds=wall / len(unit),
+            trace_note=p.trace_note,
         )
         together = {"runs": size, "index": i, "lifted": list(lifted), "wall_seconds": wall}
         records.append(record.placed({"many_runs": together}))
     return records
 
 
-def _prepare(who: RunIdentity, hyper: Mapping[str, float], lifted: tuple[str, ...]):
-    from gemsim import engine, timing
+def _prepare(who: RunIdentity, hyper: Mapping[str, float], lifted: tuple[str, ...], traces):
+    from gemsim import engine
 
     from ._stages import build_problem
 
     scenario = who.expanded.scenario
     rule, problem = config.build_rule(scenario), build_problem(scenario)
-    trace = timing.simulate(config.build_cluster(scenario), seed=scenario.seed)
+    trace, note = traces.trace_for(who)
     plan = engine.plan_of(trace, window=rule.window, eval_every=scenario.eval.every)
     run = engine.RunInputs(plan, problem, problem.init_params, dict(hyper))
     signature, floats = config.many_runs_signature(scenario)
     constants = tuple((p, v) for p, v in sorted(floats.items()) if p not in lifted)
-    return _Prepared(who, trace, run, (signature, lifted, constants, trace.n_workers))
+    return _Prepared(who, trace, run, (signature, lifted, constants, trace.n_workers), note)
 
 
 def _execute(ready: list[_Prepared], lifted: tuple[str, ...], progress):
@@ -121,7 +133,7 @@ def _execute(ready: list[_Prepared], lifted: tuple[str, ...], progress):
     return executor.execute([p.run for p in ready], progress=progress)
 
 
-def _split_by_values(unit, lifted, floats, progress, exc, pad_to) -> list[RunResult]:
+def _split_by_values(unit, lifted, floats, progress, exc, pad_to, traces) -> list[RunResult]:
     """The unit again as smaller units of runs with equal lifted values (no lifting)."""
     groups: dict[tuple, list[int]] = {}
     for i, f in enumerate(floats):
@@ -130,7 +142,7 @@ def _split_by_values(unit, lifted, floats, progress, exc, pad_to) -> list[RunRes
     reason = f"{sorted(lifted)} not traced ({type(exc).__name__}): together by equal values"
     for members in groups.values():
         sub = [unit[i] for i in members]
-        done = execute_many(sub, progress, pad_to=pad_to)
+        done = execute_many(sub, progress, pad_to=pad_to, traces=traces)
         for i, record in zip(members, done, strict=True):
             records[i] = record.placed({"many_runs_note": reason})
     return records

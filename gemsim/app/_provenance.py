@@ -1,7 +1,8 @@
 """Provenance: what a run needs to be reproduced elsewhere, recorded in its manifest.
 
 gemsim's version and, when it runs from a git checkout, the commit and whether the tree had
-changes; Python, platform and CPU; JAX's backend and device; the version of every runtime
+changes; Python, platform and CPU; JAX's backend and device, and its compilation cache
+(`_compile_cache.py`); the version of every runtime
 dependency declared by the installed package; UTC start and end; the command line (or the
 Python call) that started the run.
 """
@@ -19,6 +20,8 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
+
+from ._compile_cache import cache_in_use
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -184,6 +187,7 @@ def provenance(*, started_at: str, ended_at: str, call: str | None = None) -> di
         "platform": platform.platform(),
         "cpu": cpu_model(),
         **device(),
+        "compilation_cache": cache_in_use(),
         "packages": package_versions(),
         "started_at": started_at,
         "ended_at": ended_at,

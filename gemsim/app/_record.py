@@ -74,13 +74,87 @@ def metrics_frame(trace: CommitTrace, out) -> Any:
     )
     for name, values in out.metrics.items():
         frame[name] = values
-    for col in EVAL_COLUMNS:
+    for col in eval_columns(out.evals):
         column = np.full(n, np.nan)
         for k, values in out.evals.items():
             if k < n:
-                column[k] = values[col]
+                column[k] = values.get(col, np.nan)
         frame[col] = column
     return frame
+
+
+def eval_columns(evals: Mapping[int, Mapping[str, float]]) -> list[str]:
+    """The evaluation's columns: `EVAL_COLUMNS`, a classifier's `test_accuracy_class_<k>` by
+    class, then the others (the per-worker summaries) as the evaluation gives them."""
+    from gemsim.results import class_accuracy_columns
+
+    names = list(dict.fromkeys(name for values in evals.values() for name in values))
+    classes = class_accuracy_columns(names)
+    rest = [c for c in names if c not in EVAL_COLUMNS and c not in classes]
+    return [*EVAL_COLUMNS, *classes, *rest]
+
+
+def worker_evals_frame(trace: CommitTrace, out) -> Any:
+    """`workers.parquet`: one row per (evaluation, worker) of the central variable on each
+    worker's own data, `commit` the commit it follows (the final evaluation at the run's last
+    applied commit when no evaluation was there, -1 before any commit); None when the workers
+    have no data of their own."""
+    import pandas as pd
+
+    last = out.n_commits - 1
+    evals = {k: v for k, v in out.worker_evals.items() if k <= last}
+    if out.final_workers and last not in evals:
+        evals[last] = out.final_workers
+    if not evals:
+        return None
+    parts = []
+    for k in sorted(evals):
+        loss, accuracy = evals[k]["loss"], evals[k]["accuracy"]
+        n = len(loss)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "commit": np.full(n, k, np.int64),
+                    "time": np.full(n, float(trace.time[k]) if k >= 0 else 0.0),
+                    "worker": np.arange(n, dtype=np.int64),
+                    "loss": np.asarray(loss, np.float32),
+                    "accuracy": np.asarray(accuracy, np.float32),
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def worker_summary_frame(trace: CommitTrace, out) -> Any:
+    """`worker_summary.parquet`: per worker, its commits among the applied ones and their
+    share, its accepted commits (the rule's `weight` is not 0; every commit of a rule without
+    one) and their share, its mean compute time (NaN: it never committed), and what it holds
+    (`Problem.worker_facts`: `shard_size`, the quadratic's `optimum_<i>`)."""
+    import pandas as pd
+
+    n, m = trace.n_workers, out.n_commits
+    worker = np.asarray(trace.worker[:m], np.int64)
+    weight = out.metrics.get("weight")
+    accepted_mask = np.ones(m, bool) if weight is None else np.asarray(weight[:m]) != 0
+    commits = np.bincount(worker, minlength=n)
+    accepted = np.bincount(worker[accepted_mask], minlength=n)
+    compute = np.bincount(worker, weights=np.asarray(trace.compute_time[:m]), minlength=n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        table = {
+            "worker": np.arange(n, dtype=np.int64),
+            "commits": commits,
+            "commit_share": commits / commits.sum(),
+            "accepted": accepted,
+            "accepted_share": accepted / accepted.sum(),
+            "mean_compute_time": compute / commits,
+        }
+    facts = out.worker_facts
+    if "shard_size" in facts:
+        table["shard_size"] = np.asarray(facts["shard_size"], np.int64)
+    if "optimum" in facts:
+        optima = np.asarray(facts["optimum"])
+        table.update({f"optimum_{i}": optima[:, i] for i in range(optima.shape[1])})
+    return pd.DataFrame(table)
 
 
 def flat_params(params: PyTree) -> dict[str, np.ndarray]:
@@ -91,9 +165,13 @@ def flat_params(params: PyTree) -> dict[str, np.ndarray]:
     return {jax.tree_util.keystr(path): np.asarray(leaf) for path, leaf in leaves}
 
 
-def _base_fields(who: RunIdentity, *, started_at: str, ended_at: str) -> dict[str, Any]:
+def _base_fields(
+    who: RunIdentity, *, started_at: str, ended_at: str, trace_note: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     scenario = who.expanded.scenario
     prov = provenance(started_at=started_at, ended_at=ended_at)
+    if trace_note is not None:
+        prov["trace_store"] = dict(trace_note)
     return dict(
         name=scenario.name,
         run_id=who.run_id,
@@ -122,12 +200,14 @@ def run_manifest(
     ended_at: str,
     executor: str | None = None,
     worker_events: tuple[dict[str, Any], ...] = (),
+    trace_note: Mapping[str, Any] | None = None,
 ) -> Manifest:
-    """The manifest of a finished run (status ok or diverged)."""
+    """The manifest of a finished run (status ok or diverged); `trace_note` says where a
+    simulated trace came from (`provenance.trace_store`, `_trace_store.py`)."""
     stats = timing.staleness_summary(trace)
     final = out.final
     return Manifest(
-        **_base_fields(who, started_at=started_at, ended_at=ended_at),
+        **_base_fields(who, started_at=started_at, ended_at=ended_at, trace_note=trace_note),
         status=out.status.value,
         n_commits=out.n_commits,
         diverged_at=out.diverged_at,
@@ -151,6 +231,7 @@ def run_result(
     executor: str | None = None,
     worker_events: tuple[dict[str, Any], ...] = (),
     wall_seconds: float | None = None,
+    trace_note: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """The record of a finished run from the engine's output `out` (its wall time measured
     from `started`, a `time.perf_counter()` value, unless `wall_seconds` gives it)."""
@@ -166,8 +247,16 @@ def run_result(
         ended_at=utc_now(),
         executor=executor,
         worker_events=worker_events,
+        trace_note=trace_note,
     )
-    return RunResult(manifest, trace, metrics_frame(trace, out), params)
+    return RunResult(
+        manifest,
+        trace,
+        metrics_frame(trace, out),
+        params,
+        worker_evals=worker_evals_frame(trace, out),
+        worker_summary=worker_summary_frame(trace, out),
+    )
 
 
 def failed_result(

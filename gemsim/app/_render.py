@@ -84,6 +84,9 @@ def render_trace_report(report: dict) -> str:
     ]
     lines.append("  staleness histogram")
     lines.append(format_histogram(report["histogram"]))
+    if report.get("partition"):
+        lines.append("  partition of the training set")
+        lines += [f"  {line}" for line in report["partition"].splitlines()]
     if report.get("trace_path"):
         lines.append(f"  trace written to {report['trace_path']}")
     return "\n".join(lines)
@@ -143,7 +146,21 @@ def render_show_file(shown: dict[str, Any]) -> str:
     for r in shown["runs"]:
         mark = "*" if r["resume_skips"] else " "
         lines.append(f"{mark} {r['run_id']}  seed {r['seed']:<6} {_sweep(r['sweep'])}")
-    return "\n".join(lines)
+    return "\n".join(lines + _partitions(shown["runs"]))
+
+
+def _partitions(runs: list[dict[str, Any]]) -> list[str]:
+    """Each distinct partition of the runs' training sets, with the runs that share it."""
+    shared: dict[str, list[str]] = {}
+    for r in runs:
+        if r.get("partition"):
+            shared.setdefault(r["partition"], []).append(r["run_id"])
+    lines = []
+    for text, ids in shared.items():
+        who = "every run" if len(ids) == len(runs) else "run(s) " + ", ".join(ids)
+        lines.append(f"# partition of the training set among the workers ({who})")
+        lines += [f"  {line}" for line in text.splitlines()]
+    return lines
 
 
 def render_show_run(manifest: dict[str, Any]) -> str:
@@ -163,6 +180,7 @@ def render_show_run(manifest: dict[str, Any]) -> str:
     if manifest.get("replayed_trace_sha256"):
         sha, where = m["replayed_trace_sha256"], m.get("replayed_trace")
         lines.append(f"  replays trace   {sha} ({where})")
+    lines += _trace_store(prov.get("trace_store"))
     if manifest.get("error"):
         lines.append(f"  error           {manifest['error'].splitlines()[0]}")
     if not prov:
@@ -175,6 +193,7 @@ def render_show_run(manifest: dict[str, Any]) -> str:
         f"    python        {prov.get('python')}  {prov.get('platform')}",
         f"    cpu           {prov.get('cpu')}",
         f"    jax           {prov.get('jax_backend') or '-'} {prov.get('device_kind') or ''}",
+        *_compilation_cache(prov.get("compilation_cache")),
         f"    started       {prov.get('started_at')}  ended {prov.get('ended_at')}",
         f"    command       {prov.get('command')}",
         *_placement(prov.get("placement")),
@@ -182,6 +201,27 @@ def render_show_run(manifest: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v}" for k, v in sorted((prov.get("packages") or {}).items())),
     ]
     return "\n".join(lines)
+
+
+def _trace_store(note: dict[str, Any] | None) -> list[str]:
+    """Where a simulated run's trace came from (written since the trace store exists)."""
+    if not note:
+        return []
+    store = f"store {note['store']}" if note.get("store") else "not stored"
+    extra = [note[k] for k in ("simulated_by", "corrupt_copy", "not_stored") if note.get(k)]
+    lines = [f"  trace           {note.get('trace')} ({store}, key {str(note.get('key'))[:12]})"]
+    return lines + [f"                  {e}" for e in extra]
+
+
+def _compilation_cache(cache: dict[str, Any] | None) -> list[str]:
+    """The compilation cache the run's process used (written since gemsim keeps one)."""
+    if not cache:
+        return []
+    if not cache.get("enabled"):
+        return ["    compile cache off"]
+    size = cache.get("max_bytes")
+    bound = f" (at most {size / 2**30:.3g} GiB)" if size else ""
+    return [f"    compile cache {cache.get('dir')}{bound}"]
 
 
 def _placement(where: dict[str, Any] | None) -> list[str]:

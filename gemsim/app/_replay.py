@@ -16,6 +16,7 @@ from gemsim._checks import UserError
 from gemsim.config import ScenarioError
 from gemsim.trace import CommitTrace
 
+from ._compile_cache import setup_compilation_cache
 from ._progress import ProgressBar
 from ._record import SweepRow, summary_row
 from ._run import preflight, run, write_result
@@ -48,6 +49,7 @@ def replay_file(
     quiet: bool = False,
 ) -> tuple[Path, SweepRow]:
     """One run of the scenario (no sweep) over a saved trace; writes its run folder."""
+    setup_compilation_cache()
     path = Path(path)
     scenario = config.load_scenario(path, overrides)
     if scenario.sweep or scenario.repeats > 1 or scenario.seeds:

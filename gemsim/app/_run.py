@@ -20,6 +20,7 @@ from ._identity import RunKind
 from ._provenance import api_call, utc_now
 from ._record import RunIdentity, expanded_of, run_result
 from ._stages import EXECUTORS, build_problem, check_problem, real_job, require
+from ._trace_store import Traces
 
 
 @api_call("gemsim.run")
@@ -40,6 +41,9 @@ def run(
     scenario runs for real instead (gemsim.real) and its recorded trace is returned;
     `address` joins an existing Ray cluster.
     """
+    from ._compile_cache import setup_compilation_cache
+
+    setup_compilation_cache()
     expanded = expanded_of(scenario)
     if backend not in BACKENDS:
         raise ScenarioError(
@@ -51,22 +55,36 @@ def run(
         return _run_real(expanded, RunKind(backend), progress, address)
     kind = RunKind.REPLAY if trace is not None else RunKind.SIM
     who = RunIdentity.of(expanded, kind, trace=trace, trace_path=trace_path)
-    return _run_sim(who, trace, progress)
+    return run_simulated(who, trace, progress)
 
 
-def _run_sim(who: RunIdentity, trace: CommitTrace | None, progress: Progress | None):
-    from gemsim import engine, timing
+def run_simulated(
+    who: RunIdentity,
+    trace: CommitTrace | None,
+    progress: Progress | None,
+    traces: Traces | None = None,
+) -> RunResult:
+    """A simulated run (or the replay of `trace`); a simulated trace comes from `traces` (a
+    sweep's trace store), or is simulated here."""
+    from gemsim import engine
 
     scenario = who.expanded.scenario
     started, started_at = time.perf_counter(), utc_now()
     rule, problem = config.build_rule(scenario), build_problem(scenario)
+    note = None
     if trace is None:
-        trace = timing.simulate(config.build_cluster(scenario), seed=scenario.seed)
+        trace, note = (traces or Traces()).trace_for(who)
     plan = engine.plan_of(trace, window=rule.window, eval_every=scenario.eval.every)
     executor = EXECUTORS.get(scenario, rule, problem, trace.n_workers)
     out = executor.execute(plan, problem=problem, params=problem.init_params, progress=progress)
     return run_result(
-        who, trace, out, started=started, started_at=started_at, executor=type(executor).__name__
+        who,
+        trace,
+        out,
+        started=started,
+        started_at=started_at,
+        executor=type(executor).__name__,
+        trace_note=note,
     )
 
 

@@ -4,7 +4,9 @@ finished ones (`resume`), execute the rest here, in `jobs` job processes or on a
 
 The driver (this process) is the only writer of run folders, whoever computed them: work
 comes back as records (`gemsim.results.RunResult`) and each is written atomically as it
-arrives. A run that raises is
+arrives. Simulated runs get their traces through the results folder's trace store, one trace
+per distinct timing (`_trace_store.py`); run here, a sweep has its next traces simulated
+ahead by timing processes while it executes (`_trace_ahead.py`). A run that raises is
 recorded `failed` and the sweep goes on; a unit whose process or node is lost is recorded
 `failed` too (after Ray's retries on a cluster), so `--resume` runs it again.
 """
@@ -25,6 +27,7 @@ from gemsim.config import ExpandedRun, Scenario, ScenarioError
 from gemsim.results import RunResult
 from gemsim.types import BACKENDS, RunKind
 
+from ._compile_cache import setup_compilation_cache
 from ._execute import Unit, execute_unit, here, lost_unit
 from ._many_runs_plan import plan_many_runs
 from ._progress import ProgressBar, SweepProgress
@@ -34,6 +37,8 @@ from ._run import preflight
 from ._stages import compile_key
 from ._sweep_local import LocalPool, Lost
 from ._sweep_ray import RayPool
+from ._trace_ahead import TraceAhead, timing_processes
+from ._trace_store import TimingInputs, TraceNotes, TraceStore
 
 SCHEDULERS = ("local", "ray")
 """Where the runs of a sweep execute: here or in `--jobs` job processes, or as Ray tasks."""
@@ -70,6 +75,7 @@ def run_file(
     path = Path(path)
     scheduler = _scheduler(scheduler, cluster)
     check_options(str(path), backend=backend, jobs=jobs, scheduler=scheduler)
+    setup_compilation_cache()
     scenario = config.load_scenario(path, overrides)
     runs = config.expand(scenario, source=str(path), base_dir=path.parent)
     out_dir = Path(out) if out is not None else Path("results") / scenario.name
@@ -119,6 +125,7 @@ def run_sweep(
     else:
         source = f"<scenario {scenario.name!r}>"
         check_options(source, backend="sim", jobs=jobs, scheduler=scheduler)
+        setup_compilation_cache()
         scenario = with_overrides(scenario, overrides, source)
         out_dir = Path(out) if out is not None else Path("results") / scenario.name
         rows = sweep(
@@ -212,20 +219,59 @@ def sweep(
     if not quiet:
         for note in plan.notes:
             print(note, file=sys.stderr, flush=True)
-    work = [
-        Unit(tuple(who[i] for i in unit), pad) for unit, pad in zip(units, plan.pad_to, strict=True)
-    ]
+    work, stored = _units_of(who, units, plan.pad_to, out_dir)
     where = dict(jobs=jobs, scheduler=scheduler, address=address)
+    ahead = _ahead_processes(work, stored, jobs=jobs, scheduler=scheduler)
+    notes = TraceNotes(stored, ahead=ahead > 0)
     command = command_line()
     # closing(): an exception here (Ctrl-C while a folder is written) stops the job processes
     # now, not when the traceback that holds this generator is collected.
-    with closing(_finished_units(units, work, len(who), quiet=quiet, **where)) as finished:
+    finished = _finished_units(
+        units, work, len(who), quiet=quiet, ahead=ahead, stored=stored, **where
+    )
+    with closing(finished):
         for index, records in finished:
             for i, record in zip(units[index], records, strict=True):
-                record = record.placed({}, command=command)
+                record = notes.settle(record.placed({}, command=command))
                 record.write(out_dir)
                 rows[i] = _row(out_dir, summary_row(record.manifest), on_row)
     return rows  # type: ignore[return-value]
+
+
+def _units_of(
+    who: list[RunIdentity], units: list[list[int]], pad_to: list[int], out_dir: Path
+) -> tuple[list[Unit], set[str]]:
+    """The units of work, simulated runs' with their timing inputs and the results folder's
+    trace store; and the keys the store holds now."""
+    store = TraceStore.of(out_dir) if who and who[0].kind is RunKind.SIM else None
+    if store is None:  # real runs record their own traces
+        work = [Unit(tuple(who[i] for i in u), pad) for u, pad in zip(units, pad_to, strict=True)]
+        return work, set()
+    store.remove_leftovers()
+    timing = {i: _timing_inputs(who[i]) for unit in units for i in unit}
+    work = [
+        Unit(tuple(who[i] for i in unit), pad, tuple(timing[i] for i in unit), store)
+        for unit, pad in zip(units, pad_to, strict=True)
+    ]
+    return work, store.keys()
+
+
+def _timing_inputs(who: RunIdentity) -> TimingInputs | None:
+    """A simulated run's timing inputs, computed once here for every process that needs them
+    (None where they fail: the run fails where it executes, with the error)."""
+    try:
+        return TimingInputs.of(who.expanded.scenario)
+    except Exception:  # the run's own failure, recorded when it runs
+        return None
+
+
+def _ahead_processes(work: list[Unit], stored: set[str], *, jobs: int, scheduler: str) -> int:
+    """Timing processes simulating traces ahead of a sweep run here (none with job processes
+    or Ray: each of those gets its own units' traces through the store)."""
+    if scheduler != "local" or jobs != 1 or not work or work[0].store is None:
+        return 0
+    keys = [[t.key for t in unit.timing if t is not None] for unit in work]
+    return timing_processes(keys, stored)
 
 
 def _row(out_dir: Path, row: SweepRow, on_row: OnRow | None) -> SweepRow:
@@ -243,10 +289,16 @@ def _finished_units(
     jobs: int,
     scheduler: str,
     address: str | None,
+    ahead: int,
+    stored: set[str],
 ) -> Iterator[tuple[int, list[RunResult]]]:
-    """`(unit index, records)` as units finish: here, from a local pool or from Ray."""
+    """`(unit index, records)` as units finish: here (with `ahead` timing processes), from a
+    local pool or from Ray."""
     if scheduler == "local" and jobs == 1:
-        yield from _here(units, work, n_runs, quiet)
+        timing = [[t for t in unit.timing if t is not None] for unit in work]
+        store = work[0].store if work else None
+        with TraceAhead(store, timing, processes=ahead, stored=stored) as timing_ahead:
+            yield from _here(units, work, n_runs, quiet, timing_ahead)
         return
     progress = SweepProgress(sum(len(u.runs) for u in work), quiet=quiet)
     labels = [unit.label for unit in work]
@@ -268,9 +320,13 @@ def _finished_units(
         progress.close()
 
 
-def _here(units, work, n_runs: int, quiet: bool) -> Iterator[tuple[int, list[RunResult]]]:
-    """One unit after another in this process, each with its own progress bar."""
+def _here(
+    units, work, n_runs: int, quiet: bool, ahead: TraceAhead
+) -> Iterator[tuple[int, list[RunResult]]]:
+    """One unit after another in this process, each with its own progress bar (and the
+    traces of the next ones simulated `ahead`)."""
     for index, (positions, unit) in enumerate(zip(units, work, strict=True)):
+        ahead.at(index)
         first = positions[0] + 1
         if len(unit.runs) == 1:
             label = f"[{first}/{n_runs}] {unit.runs[0].run_id}"

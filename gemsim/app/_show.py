@@ -10,6 +10,7 @@ from gemsim import config, results
 from gemsim._checks import UserError
 
 from ._identity import RunKind
+from ._partition_report import partition_text
 from ._record import RunIdentity
 
 
@@ -20,7 +21,8 @@ def show_file(
     backend: str = "sim",
 ) -> dict[str, Any]:
     """The scenario resolved (defaults filled in) and every expanded run: its id, sweep point,
-    seed, and whether `gemsim run --resume` into `out` (default results/<name>) would skip it."""
+    seed, whether `gemsim run --resume` into `out` (default results/<name>) would skip it, and
+    the partition of its training set where it splits one among the workers (as text)."""
     path = Path(path)
     scenario = config.load_scenario(path, overrides)
     runs = config.expand(scenario, source=str(path), base_dir=path.parent)
@@ -40,6 +42,9 @@ def show_file(
                 "resume_skips": finished,
             }
         )
+        partition = partition_text(expanded.scenario)
+        if partition is not None:
+            listed[-1]["partition"] = partition
     resolved = scenario.model_dump(mode="json")
     return {"file": str(path), "results": str(out_dir), "scenario": resolved, "runs": listed}
 

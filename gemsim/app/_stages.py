@@ -87,9 +87,10 @@ def build_problem(scenario: Scenario):
             batch_size=block.batch_size,
             seed=scenario.seed,
             eval_subset=scenario.eval.subset,
+            eval_per_worker=scenario.eval.per_worker,
             data=data,
             split=config.data_split(scenario),
-            n_workers=scenario.workers.count,
+            n_workers=config.data_owners(scenario),
         )
     except problems.PartitionError as exc:
         raise ScenarioError(scenario.name, [split_field(scenario, exc)]) from None

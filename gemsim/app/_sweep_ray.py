@@ -2,7 +2,9 @@
 
 Each unit is one task; its records (manifest, trace, metrics, parameters) come back through
 Ray's object store and the driver writes the run folders, so the nodes need gemsim and its
-dependencies but no file system shared with the driver. Without `--address` a local Ray
+dependencies but no file system shared with the driver. Tasks that see the results folder
+(a local instance, a shared file system) share traces through its trace store; elsewhere a
+task simulates its unit's traces itself (`_execute.Unit.traces`). Without `--address` a local Ray
 instance is started (and stopped at the end); with one, the driver joins that cluster.
 
 A task whose worker process or node is lost is retried by Ray (up to RAY_TASK_RETRIES times;
@@ -29,6 +31,7 @@ from typing import Any
 from gemsim import _ray_local as ray_local
 from gemsim.results import RunResult
 
+from ._compile_cache import setup_compilation_cache
 from ._execute import execute_unit, here
 from ._provenance import utc_now
 from ._sweep_local import Lost
@@ -41,6 +44,7 @@ def ray_unit(unit) -> list[RunResult]:
     """The body of a task (module level: Ray ships it by reference)."""
     import ray
 
+    setup_compilation_cache()  # a node's own (a local instance's tasks inherit the driver's)
     where = here("ray", node=ray.get_runtime_context().get_node_id(), attempt=_attempt(ray))
     return execute_unit(unit, where=where)
 

@@ -1,7 +1,9 @@
 """`gemsim trace`: a scenario's commit traces and their staleness, without gradients.
 
-Nothing here builds a model, loads data or imports JAX: the problem's sizes (for an epochs
-budget or a bandwidth) come from its specs (`gemsim.config.build_cluster`).
+Nothing here builds a model or imports JAX: the problem's sizes (for an epochs budget or a
+bandwidth) come from its specs (`gemsim.config.build_cluster`). A scenario that splits its
+training set among the workers loads the training labels to print the partition
+(`_partition_report.py`); any other loads no data.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from gemsim.timing import check_work
 from gemsim.trace import CommitTrace
 
 from ._identity import RunKind, run_id_of, run_identity
+from ._partition_report import partition_text
 
 # Per-worker figures of the timing model's report, as (report key, WorkerReport field).
 WORKER_FIGURES = (
@@ -86,22 +89,28 @@ def trace_scenario(
     overrides: Iterable[str] | Mapping[str, Any] = (),
     out: str | Path | None = None,
 ) -> list[dict[str, Any]]:
-    """Load, expand and simulate a scenario file; one staleness report per expanded run.
+    """Load, expand and simulate a scenario file; one staleness report per expanded run
+    (with its `partition`, as text, where the scenario splits its data among the workers).
 
     With `out`, writes `out/trace.parquet` (one run) or `out/<run_id>/trace.parquet` (a
-    sweep). The data sets' sizes are checked for every run before the first is simulated.
+    sweep). The data sets' sizes and the partitions are checked for every run before the
+    first is simulated.
     """
     path = Path(path)
     scenario = config.load_scenario(path, overrides)
     runs = config.expand(scenario, source=str(path), base_dir=path.parent)
-    specs = []
+    specs, partitions = [], []
     for expanded in runs:
         try:
             specs.append(checked_cluster(expanded.scenario))
+            partitions.append(partition_text(expanded.scenario))
+        except ScenarioError as exc:  # an impossible partition, named by its field
+            where = expanded.sweep_values or "run"
+            raise ScenarioError(str(path), [f"{where}: {p}" for p in exc.problems]) from None
         except (ValueError, OSError) as exc:
             raise ScenarioError(str(path), [f"{expanded.sweep_values or 'run'}: {exc}"]) from None
     reports = []
-    for expanded, spec in zip(runs, specs, strict=True):
+    for expanded, spec, partition in zip(runs, specs, partitions, strict=True):
         simulation = timing.simulate_run(spec, seed=expanded.scenario.seed)
         trace = simulation.trace
         run_id = run_id_of(run_identity(expanded.config_hash, RunKind.SIM))
@@ -110,6 +119,8 @@ def trace_scenario(
         report.update(worker_figures(spec, simulation.workers, report["per_worker"]))
         report["duration"] = trace.duration
         report["trace_sha256"] = trace.sha256()
+        if partition is not None:
+            report["partition"] = partition
         if out is not None:
             folder = Path(out) if len(runs) == 1 else Path(out) / run_id
             trace.to_parquet(folder / "trace.parquet")

@@ -37,6 +37,7 @@ from gemsim.config import Scenario, ScenarioError
 from gemsim.trace import CommitTrace
 
 from ._calibrate import CALIBRATED_FILE, calibrate_folder
+from ._compile_cache import setup_compilation_cache
 from ._progress import ProgressBar
 from ._run import preflight, run, write_result
 
@@ -79,6 +80,7 @@ def validate_file(
     quiet: bool = False,
 ) -> ValidationReport:
     """Run the scenario (one configuration) on a real backend, then check the simulator."""
+    setup_compilation_cache()
     path = Path(path)
     scenario = config.load_scenario(path, overrides)
     if scenario.sweep or scenario.repeats > 1 or scenario.seeds:

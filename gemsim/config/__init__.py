@@ -4,9 +4,12 @@ only when `build_rule` is called)."""
 
 from ._build import build_cluster as build_cluster
 from ._build import build_rule as build_rule
-from ._build import data_split as data_split
 from ._build import problem_args as problem_args
 from ._build import problem_sizes as problem_sizes
+from ._data_split import client_weights as client_weights
+from ._data_split import data_owners as data_owners
+from ._data_split import data_split as data_split
+from ._data_split import scenario_shards as scenario_shards
 from ._errors import ScenarioError as ScenarioError
 from ._json_schema import scenario_json_schema as scenario_json_schema
 from ._loader import apply_overrides as apply_overrides

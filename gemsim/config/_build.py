@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING
 
 from gemsim import timing
 
+from ._data_split import client_weights, data_owners
 from ._errors import ScenarioError
 from ._optimizer import window_of
 from ._problem_blocks import dataset_spec, model_spec
 from ._protocol_blocks import check_protocol, resolve_protocol
 from ._scenario import Scenario
+from ._worker_specs import worker_specs
 
 if TYPE_CHECKING:
     from gemsim import problems, rules
@@ -38,7 +40,8 @@ def build_cluster(
         sizes = problem_sizes(scenario, model_bytes=needs_bytes)
     steps_per_epoch = sizes[0] if sizes is not None else None
     return timing.ClusterSpec(
-        workers=_worker_specs(scenario),
+        workers=worker_specs(scenario),
+        population=_population(scenario, weigh=sizes is None),
         pull=net.pull.build() if net.pull else None,
         push=net.push.build() if net.push else None,
         bandwidth_bytes_per_s=net.bandwidth_bytes_per_s,
@@ -68,7 +71,7 @@ def problem_sizes(scenario: Scenario, *, model_bytes: bool = True) -> tuple[int,
     train_size = shape.n_train if shape is not None else block.batch_size
     if block.partition is not None:
         # A worker's epoch is a pass over its share of the training set (n_train / n).
-        train_size = max(block.batch_size, train_size // scenario.workers.count)
+        train_size = max(block.batch_size, train_size // data_owners(scenario))
     n_bytes = 4 * problems.param_count(model, shape) if model_bytes else 0
     return train_size // block.batch_size, n_bytes
 
@@ -91,28 +94,7 @@ def problem_args(scenario: Scenario) -> tuple[problems.ModelSpec, problems.Datas
     block = scenario.problem
     if block is None:
         raise ValueError("the scenario has no `problem` block")
-    return model_spec(block.model), dataset_spec(block.dataset, scenario.workers.count)
-
-
-def data_split(scenario: Scenario) -> problems.DataSplit | None:
-    """How the scenario splits its training set among the workers: `problem.partition`, the
-    classes worker groups alone hold (`workers.groups[i].data`), and each worker's slowness
-    (its compute law's mean per mini-batch over its speed) for `order: by_speed`. None when
-    every worker streams the whole training set."""
-    from gemsim import problems
-
-    block = scenario.problem
-    spec = block.partition.spec() if block is not None and block.partition is not None else None
-    claims, first = [], 0
-    for group in scenario.workers.groups:
-        if group.data is not None:
-            workers = tuple(range(first, first + group.count))
-            claims.append(problems.Claim(workers, tuple(group.data.classes)))
-        first += group.count
-    if spec is None and not claims:
-        return None
-    slowness = tuple(w.compute.mean() / w.speed for w in _worker_specs(scenario))
-    return problems.DataSplit(spec, tuple(claims), slowness)
+    return model_spec(block.model), dataset_spec(block.dataset, data_owners(scenario))
 
 
 def build_rule(scenario: Scenario) -> rules.Rule:
@@ -126,41 +108,29 @@ def build_rule(scenario: Scenario) -> rules.Rule:
             scenario.name,
             ["optimizer: required to run (gemsim trace needs only workers and budget)"],
         )
+    if scenario.clients is not None:
+        raise ScenarioError(
+            scenario.name,
+            [
+                "clients: gradients for a population are not run yet; `gemsim trace` simulates "
+                "its timing (participation, fairness, staleness by speed)"
+            ],
+        )
     check_protocol(scenario)
     return scenario.optimizer.build()
 
 
-def _worker_specs(scenario: Scenario) -> tuple[timing.WorkerSpec, ...]:
-    block = scenario.workers
-    default = block.compute.build()
-    churn = block.churn.build() if block.churn else None
-    slowdowns = block.slowdowns.build() if block.slowdowns else None
-    laws, speeds, churns, slows = [], [], [], []
-    for group in block.groups:
-        laws += [group.compute.build() if group.compute else default] * group.count
-        speeds += [group.speed] * group.count
-        churns += [group.churn.build() if group.churn else churn] * group.count
-        slows += [group.slowdowns.build() if group.slowdowns else slowdowns] * group.count
-    rest = block.count - len(laws)
-    laws, speeds = laws + [default] * rest, speeds + [1.0] * rest
-    churns, slows = churns + [churn] * rest, slows + [slowdowns] * rest
-    joins = {j.worker: j.at for j in block.joins}
-    failures: dict[int, list[timing.Failure]] = {}
-    for f in sorted(block.failures, key=lambda f: f.at):
-        failures.setdefault(f.worker, []).append(timing.Failure(f.at, f.restart_after))
-    available = block.availability.intervals() if block.availability else {}
-    return tuple(
-        timing.WorkerSpec(
-            compute=laws[w],
-            speed=speeds[w],
-            join_at=joins.get(w, 0.0),
-            failures=tuple(failures.get(w, ())),
-            churn=churns[w],
-            availability=tuple(available.get(w, ())),
-            slowdowns=slows[w],
-        )
-        for w in range(block.count)
-    )
+def _population(scenario: Scenario, *, weigh: bool) -> timing.Population | None:
+    """A population's timing model; weighted by data size, the clients' shard sizes (`weigh`
+    False: checks that must not touch data files draw uniformly instead)."""
+    clients = scenario.clients
+    if clients is None:
+        return None
+    if not clients.weighted:
+        return clients.build()
+    if not weigh:
+        return clients.build(check_only=True)
+    return clients.build(weights=client_weights(scenario))
 
 
 def _budget(scenario: Scenario, steps_per_epoch: int | None) -> timing.Budget:

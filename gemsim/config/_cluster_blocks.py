@@ -154,8 +154,14 @@ class BudgetBlock(Block):
 
 
 class EvalBlock(Block):
+    """When the central variable is evaluated (every `every` commits and at the last) and on
+    what: `subset` training examples for the training loss; where workers hold data of their
+    own, at most `per_worker` examples of each worker's shard (a fixed sample chosen from the
+    seed; all of a smaller shard)."""
+
     every: PositiveInt = 100
     subset: PositiveInt = 1000
+    per_worker: Annotated[PositiveInt, ADDED] = 256
 
 
 class EngineBlock(Block):

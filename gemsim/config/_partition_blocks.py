@@ -26,14 +26,17 @@ class _PartitionBlock(Block):
 
 
 class IidPartition(_PartitionBlock):
-    """Equal disjoint shards of a shuffled training set."""
+    """Equal disjoint shards of a shuffled training set; with `samples`, each worker (client)
+    draws that many examples of its own, with replacement (shards overlap: for populations
+    larger than the training set)."""
 
     name: Literal["iid"]
+    samples: PositiveInt | None = None
 
     def spec(self):
         from gemsim.problems import Iid
 
-        return Iid(order=self.order)
+        return Iid(order=self.order, samples=self.samples)
 
 
 class DirichletPartition(_PartitionBlock):
@@ -43,11 +46,17 @@ class DirichletPartition(_PartitionBlock):
     name: Literal["dirichlet"]
     alpha: PositiveFloat
     min_size: PositiveInt = 10
+    samples: PositiveInt | None = None
+    """Each worker (client) draws this many examples with its own Dirichlet(alpha p) class
+    proportions, with replacement (shards overlap: for populations larger than the training
+    set); left out, each class is split among the workers (disjoint shards)."""
 
     def spec(self):
         from gemsim.problems import Dirichlet
 
-        return Dirichlet(alpha=self.alpha, min_size=self.min_size, order=self.order)
+        return Dirichlet(
+            alpha=self.alpha, min_size=self.min_size, order=self.order, samples=self.samples
+        )
 
 
 class ClassesPartition(_PartitionBlock):

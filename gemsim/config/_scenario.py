@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, PositiveInt, model_validator
 
-from ._block import Block
+from ._block import ADDED, Block
 from ._cluster_blocks import (
     BudgetBlock,
     EngineBlock,
@@ -16,6 +16,7 @@ from ._cluster_blocks import (
     WorkersBlock,
 )
 from ._optimizer import Optimizer
+from ._population_blocks import ClientsBlock
 from ._problem_blocks import ProblemBlock
 
 # Fields a sweep may not vary: they define the sweep itself.
@@ -29,6 +30,7 @@ class Scenario(Block):
     network: NetworkBlock = NetworkBlock()
     server: ServerBlock = ServerBlock()
     budget: BudgetBlock
+    clients: Annotated[ClientsBlock | None, ADDED] = None
     problem: ProblemBlock | None = None
     optimizer: Optimizer | None = None
     eval: EvalBlock = EvalBlock()
@@ -36,6 +38,18 @@ class Scenario(Block):
     sweep: dict[str, Annotated[list[Any], Field(min_length=1)]] = {}
     repeats: PositiveInt = 1
     seeds: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _slots(cls, data: Any) -> Any:
+        """With `clients`, `workers.count` (the slots) may be left out: it is the
+        concurrency."""
+        if not isinstance(data, dict) or not isinstance(data.get("clients"), dict):
+            return data
+        workers, k = data.get("workers"), data["clients"].get("concurrency")
+        if isinstance(workers, dict) and "count" not in workers and k is not None:
+            return {**data, "workers": {**workers, "count": k}}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -46,4 +60,36 @@ class Scenario(Block):
         for path in self.sweep:
             if path.split(".")[0] in UNSWEEPABLE:
                 raise ValueError(f"sweep path {path!r} cannot be swept")
+        if self.clients is not None:
+            _check_population(self)
         return self
+
+
+def _check_population(scenario: Scenario) -> None:
+    """What a population's slots cannot have (the clients have it instead)."""
+    clients, workers = scenario.clients, scenario.workers
+    if workers.count != clients.concurrency:
+        raise ValueError(
+            f"workers.count ({workers.count}) is the number of slots, clients.concurrency "
+            f"({clients.concurrency}): make them equal, or leave workers.count out"
+        )
+    own = [
+        name
+        for name in ("groups", "failures", "joins", "churn", "availability", "slowdowns")
+        if getattr(workers, name)
+    ]
+    if own:
+        raise ValueError(
+            f"workers.{own[0]}: with `clients`, the slots have no {own[0]} of their own; give "
+            "the clients churn or an availability file (clients.churn, clients.availability)"
+        )
+    if scenario.budget.epochs_per_worker is not None:
+        raise ValueError(
+            "budget.epochs_per_worker: a population's slots change client at every task; "
+            "give budget.commits or budget.seconds"
+        )
+    if scenario.server.protocol.name != "async":
+        raise ValueError(
+            f"server.protocol: a population runs the async protocol only, got "
+            f"{scenario.server.protocol.name!r}"
+        )

@@ -2,17 +2,21 @@
 
 The real backends (gemsim.real) run the engine's own two phases of a commit and record its
 metrics the engine's way: `gradient_phase`, `commit_phase`, `RowLayout`, `initial_slots` and
-`MetricsRecorder` are public for them."""
+`MetricsRecorder` are public for them, and `final_evaluation` for their last evaluation."""
 
 from ._choice import ExecutorKind as ExecutorKind
 from ._choice import resolve_executor as resolve_executor
 from ._executor import EngineResult as EngineResult
 from ._executor import Executor as Executor
+from ._executor import evaluation as evaluation
+from ._executor import final_evaluation as final_evaluation
 from ._layout import RowLayout as RowLayout
 from ._layout import initial_slots as initial_slots
 from ._many import ManyRunsExecutor as ManyRunsExecutor
 from ._many import RunInputs as RunInputs
+from ._metrics import WORKER_SUMMARY as WORKER_SUMMARY
 from ._metrics import MetricsRecorder as MetricsRecorder
+from ._metrics import worker_summary as worker_summary
 from ._plan import ExecutionPlan as ExecutionPlan
 from ._plan import make_plan as make_plan
 from ._plan import plan_of as plan_of

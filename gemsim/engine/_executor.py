@@ -5,7 +5,7 @@ of one segment (abstract/final: `_run_segment` is the one abstract method)."""
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +21,9 @@ from ._step import Carry, StepInput, step_inputs
 
 @dataclass(frozen=True)
 class EngineResult:
-    """What an executor returns: final central parameters, status and per-commit metrics."""
+    """What an executor returns: final central parameters, status and per-commit metrics;
+    where the workers have data of their own (`Problem.has_worker_data`), the central
+    variable on each worker's data and what each worker holds."""
 
     params: PyTree  # numpy leaves
     status: Status
@@ -31,6 +33,17 @@ class EngineResult:
     evals: dict[int, dict[str, float]]  # commit -> evaluation of the central variable after it
     final: dict[str, float]  # evaluation of the final central variable (the last finite one)
     server_state: PyTree  # the rule's server state at the end (numpy leaves)
+    # commit -> {"loss", "accuracy"}: float32 [n_workers], the evaluation of each worker's data
+    worker_evals: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    final_workers: dict[str, np.ndarray] = field(default_factory=dict)  # of the final variable
+    worker_facts: dict[str, np.ndarray] = field(default_factory=dict)  # `Problem.worker_facts`
+
+
+def evaluation(problem, theta: PyTree) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """The central variable's evaluation, on the host: its scalars (`Problem.evaluate`) and
+    each worker's values (`Problem.evaluate_workers`, ``{}`` where workers have no data of
+    their own)."""
+    return jax.device_get((problem.evaluate(theta), problem.evaluate_workers(theta)))
 
 
 class Executor(abc.ABC):
@@ -169,7 +182,7 @@ class Executor(abc.ABC):
             slots = self._fill(carry.slots, carry.theta, carry.server, padded, fresh)
             carry = carry._replace(slots=slots)
         if k in plan.eval_set:
-            recorder.add_eval(k, jax.device_get(problem.evaluate(carry.theta)))
+            recorder.add_eval(k, *evaluation(problem, carry.theta))
         return carry
 
 
@@ -188,12 +201,13 @@ def engine_result(
     metrics = recorder.columns(stop=diverged_at + 1 if diverged_at >= 0 else length)
     n_rows = len(next(iter(metrics.values()))) if metrics else 0
     last = max(recorder.evals) if recorder.evals else None
+    workers: dict[str, np.ndarray] = {}
     if diverged_at < 0 and last is not None and last == n_rows - 1:
-        final = recorder.evals[last]
+        final, workers = recorder.evals[last], recorder.worker_evals.get(last, {})
     elif not final_eval:
         final = {}
     else:
-        final = {k: float(v) for k, v in jax.device_get(problem.evaluate(carry.theta)).items()}
+        final, workers = final_evaluation(problem, carry.theta)
     return EngineResult(
         params=jax.device_get(carry.theta),
         status=Status.DIVERGED if diverged_at >= 0 else Status.OK,
@@ -203,4 +217,15 @@ def engine_result(
         evals=recorder.evals,
         final=final,
         server_state=jax.device_get(carry.server),
+        worker_evals=recorder.worker_evals,
+        final_workers=workers,
+        worker_facts=problem.worker_facts(),
     )
+
+
+def final_evaluation(problem, theta: PyTree) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """A run's final evaluation as `EngineResult` holds it: the scalars (with the per-worker
+    values summarised, `worker_summary`) and each worker's values."""
+    recorder = MetricsRecorder()
+    recorder.add_eval(0, *evaluation(problem, theta))
+    return recorder.evals[0], recorder.worker_evals.get(0, {})

@@ -130,7 +130,10 @@ class ManyRunsExecutor:
         return pull_rows(self.rule_of(hyper), self.layout, slots, theta, server, rows, fresh)
 
     def _eval_fn(self, shared, stacked, theta, mask):
-        one = lambda stacked, theta: self._problem(shared, stacked, mask).evaluate(theta)
+        def one(stacked, theta):
+            problem = self._problem(shared, stacked, mask)
+            return problem.evaluate(theta), problem.evaluate_workers(theta)
+
         return jax.vmap(one)(stacked, theta)
 
     def _carry_fn(self, params, hyper):
@@ -189,9 +192,10 @@ class ManyRunsExecutor:
         wanted = [i for i, r in enumerate(runs) if k in r.plan.eval_set]
         if wanted:
             shared, stacked, mask = problems
-            values = jax.device_get(self._eval(shared, stacked, carry.theta, mask))
+            values, workers = jax.device_get(self._eval(shared, stacked, carry.theta, mask))
             for i in wanted:
-                recorders[i].add_eval(k, {name: v[i] for name, v in values.items()})
+                mine = {name: v[i] for name, v in workers.items()}
+                recorders[i].add_eval(k, {name: v[i] for name, v in values.items()}, mine)
         return carry
 
     def _results(self, runs, carry: Carry, recorders) -> list[EngineResult]:

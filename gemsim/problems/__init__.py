@@ -28,6 +28,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "Dataset",
             "dataset_key",
             "load_dataset",
+            "training_labels",
         ],
         "._download": [
             "DATASET_SOURCES",

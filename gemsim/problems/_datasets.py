@@ -60,6 +60,7 @@ __all__ = [
     "Dataset",
     "dataset_key",
     "load_dataset",
+    "training_labels",
 ]
 
 MNIST_MEAN = 0.1307
@@ -246,6 +247,20 @@ def load_dataset(spec: DatasetSpec, seed: int) -> Dataset:
         case SyntheticFed():
             return load_synthetic_fed(spec, seed)
     raise TypeError(f"unknown dataset spec {spec!r}; expected one of {spec_names(DATASET_SPECS)}")
+
+
+def training_labels(spec: DatasetSpec, seed: int) -> tuple[np.ndarray, int, np.ndarray | None]:
+    """``(labels, n_classes, groups)`` of the training set, what a partition needs (host
+    numpy, no JAX): MNIST's and Fashion-MNIST's label files alone; the other data sets are
+    loaded whole (small, generated, or stored with their images)."""
+    if isinstance(spec, Mnist | FashionMnist):
+        files = mnist_files(spec) if isinstance(spec, Mnist) else fashion_mnist_files(spec)
+        labels = read_idx(files[1])
+        if labels.ndim != 1 or labels.dtype != np.uint8 or (labels.size and labels.max() > 9):
+            raise ValueError(f"{files[1]}: expected uint8 digit labels 0-9, got {labels.dtype}")
+        return labels.astype(np.int32), 10, None
+    data = load_dataset(spec, seed)
+    return np.asarray(data.y_train), data.n_classes, data.groups
 
 
 def dataset_key(spec: DatasetSpec, seed: int) -> tuple:

@@ -46,6 +46,9 @@ class KeyTag(IntEnum):
     """``SyntheticFed``: the devices' models and samples (host)."""
     CENTRES = 9
     """The heterogeneous quadratic's per-worker optima (host), then folded with the worker."""
+    WORKER_EVAL = 10
+    """Choice of the fixed sample of each worker's shard that ``evaluate_workers`` measures
+    (host)."""
 
 
 def derive_key(seed: int, tag: KeyTag) -> jax.Array:

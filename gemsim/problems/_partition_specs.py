@@ -81,14 +81,25 @@ def _set_order(spec: object) -> None:
     object.__setattr__(spec, "order", checked("order", check_enum, spec.order, Order))
 
 
+def _set_samples(spec: object) -> None:
+    if spec.samples is not None:
+        checked("samples", check_int, spec.samples, 1)
+
+
 @dataclass(frozen=True)
 class Iid:
-    """Equal disjoint shards of the shuffled training set (sizes differ by at most 1)."""
+    """Equal disjoint shards of the shuffled training set (sizes differ by at most 1).
+
+    With ``samples`` (for populations larger than the training set): each worker draws its
+    own ``samples`` examples uniformly, with replacement; shards overlap.
+    """
 
     order: Order = Order.DRAWN
+    samples: int | None = None
 
     def __post_init__(self) -> None:
         _set_order(self)
+        _set_samples(self)
 
 
 @dataclass(frozen=True)
@@ -100,17 +111,25 @@ class Dirichlet:
     ``DirichletPartitioner`` does (without its optional self-balancing). If a shard ends
     below ``min_size`` everything is drawn again, at most `MAX_DIRICHLET_ATTEMPTS` times.
     Small alpha: few classes per worker; large alpha: close to IID.
+
+    With ``samples`` (for populations larger than the training set, where disjoint shards
+    cannot all be filled): each worker's class proportions are drawn from Dirichlet(alpha p),
+    ``p`` the training set's class frequencies (Hsu, Qi & Brown 2019's per-client reading),
+    and it draws ``samples`` examples with those proportions, with replacement; shards
+    overlap, and ``min_size`` does not apply.
     """
 
     alpha: float
     min_size: int = 10
     """Fewest examples any worker may hold."""
     order: Order = Order.DRAWN
+    samples: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha", checked("alpha", check_positive, self.alpha))
         checked("min_size", check_int, self.min_size, 1)
         _set_order(self)
+        _set_samples(self)
 
 
 @dataclass(frozen=True)

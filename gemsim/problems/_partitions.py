@@ -31,6 +31,7 @@ import numpy as np
 from gemsim._checks import check_int
 
 from ._partition_files import read_owners
+from ._partition_sampled import sampled_shards
 from ._partition_specs import (
     MAX_DIRICHLET_ATTEMPTS,
     Claim,
@@ -178,6 +179,15 @@ def partition(
     by_speed = spec is not None and spec.order is Order.BY_SPEED
     speed = _check_slowness(slowness, n) if by_speed else None
     claims = _check_claims(claims, labels, n, n_classes, spec)
+    if getattr(spec, "samples", None) is not None:
+        if claims:
+            raise PartitionError(
+                "samples",
+                "shards drawn with replacement cannot be combined with groups that hold "
+                "classes: leave out `samples`, or the groups' `data`",
+                claim=0,
+            )
+        return sampled_shards(spec, labels, n, _rng(seed), n_classes, speed)
     pool, rest = _split_pool(labels, claims, n, n_classes)
     if spec is None:
         return _whole(labels, claims, pool, rest, n)

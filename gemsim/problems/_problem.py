@@ -59,10 +59,15 @@ class Problem:
       pass ``batch.key``).
     - ``batch(worker, step) -> Batch``: pure and jit/vmap-able; a function of
       (seed, worker, step) only, so independent of how many workers exist.
-    - ``evaluate(params) -> {"train_loss", "test_loss", "test_accuracy"}``:
+    - ``evaluate(params) -> {"train_loss", "test_loss", "test_accuracy", ...}``:
       float32 scalars in evaluation mode (no dropout); ``train_loss`` is on the
       fixed subset of ``eval_size`` training examples chosen from the seed;
-      accuracy is nan where undefined (quadratic).
+      accuracy is nan where undefined (quadratic); a classifier adds each class's
+      test accuracy, ``test_accuracy_class_<k>`` for k < ``n_classes``.
+    - ``evaluate_workers(params) -> {"loss", "accuracy"}``: float32 ``[n_workers]``, the
+      central model on each worker's own data (a fixed sample of its shard; the
+      heterogeneous quadratic's own loss), where the workers have data of their own
+      (``has_worker_data``); else ``{}``.
 
     A Problem is a JAX pytree: its arrays (``data``, ``init_params``) are leaves
     and everything else is static metadata compared by value. Passing it as an
@@ -118,6 +123,31 @@ class Problem:
         """Evaluation-mode metrics of ``params``."""
         return _evaluate_jit(self, params)
 
+    @property
+    def has_worker_data(self) -> bool:
+        """Whether the workers have data of their own: shards of the training set, or the
+        heterogeneous quadratic's optima."""
+        return "worker_eval" in self.data or "centres" in self.data
+
+    def evaluate_workers(self, params: PyTree) -> dict[str, jax.Array]:
+        """The central model ``params`` on each worker's own data: ``{"loss", "accuracy"}``,
+        float32 ``[n_workers]`` (accuracy nan where undefined); ``{}`` without
+        `has_worker_data`."""
+        if not self.has_worker_data:
+            return {}
+        return _evaluate_workers_jit(self, params)
+
+    def worker_facts(self) -> dict[str, np.ndarray]:
+        """What each worker holds, on the host: ``shard_size`` (int64 ``[n]``) where the
+        workers hold shards, ``optimum`` (float32 ``[n, dim]``, the c_w) for the
+        heterogeneous quadratic; ``{}`` otherwise."""
+        facts = {}
+        if "shard_offsets" in self.data:
+            facts["shard_size"] = np.diff(np.asarray(self.data["shard_offsets"], np.int64))
+        if "centres" in self.data:
+            facts["optimum"] = np.asarray(self.data["centres"], np.float32)
+        return facts
+
 
 jax.tree_util.register_dataclass(
     Problem,
@@ -141,10 +171,23 @@ class _Kind(NamedTuple):
     loss: Callable[..., jax.Array]
     batch: Callable[..., Batch]
     evaluate: Callable[..., dict[str, jax.Array]]
+    evaluate_workers: Callable[..., dict[str, jax.Array]]
 
 
-_SUPERVISED = _Kind(_supervised.init, _supervised.loss, _supervised.batch, _supervised.evaluate)
-_QUADRATIC = _Kind(_quadratic.init, _quadratic.loss, _quadratic.batch, _quadratic.evaluate)
+_SUPERVISED = _Kind(
+    _supervised.init,
+    _supervised.loss,
+    _supervised.batch,
+    _supervised.evaluate,
+    _supervised.evaluate_workers,
+)
+_QUADRATIC = _Kind(
+    _quadratic.init,
+    _quadratic.loss,
+    _quadratic.batch,
+    _quadratic.evaluate,
+    _quadratic.evaluate_workers,
+)
 
 
 def _kind(problem: Problem) -> _Kind:
@@ -155,6 +198,7 @@ _init_jit = jax.jit(lambda p, key: _kind(p).init(p, key))
 _loss_jit = jax.jit(lambda p, params, batch, key: _kind(p).loss(p, params, batch, key))
 _batch_jit = jax.jit(lambda p, worker, step: _kind(p).batch(p, worker, step))
 _evaluate_jit = jax.jit(lambda p, params: _kind(p).evaluate(p, params))
+_evaluate_workers_jit = jax.jit(lambda p, params: _kind(p).evaluate_workers(p, params))
 
 
 def _check_args(
@@ -164,6 +208,7 @@ def _check_args(
     seed: object,
     eval_subset: object,
     data: object = None,
+    eval_per_worker: object = 256,
 ) -> None:
     if isinstance(model, Quadratic) and dataset is not None:
         raise ValueError(f"model quadratic takes no dataset (pass None), got {dataset!r}")
@@ -178,6 +223,7 @@ def _check_args(
         ("batch_size", batch_size, 1, None),
         ("seed", seed, 0, 2**32 - 1),
         ("eval_subset", eval_subset, 1, None),
+        ("eval_per_worker", eval_per_worker, 1, None),
     ):
         bad = isinstance(value, bool) or not isinstance(value, int)
         if bad or value < low or (high is not None and value > high):
@@ -232,7 +278,7 @@ def _n_params(model, data: Dataset, batch_size: int) -> int:
 
 
 def _supervised_fields(
-    model, dataset, batch_size: int, seed: int, eval_subset: int, data, split, n_workers
+    model, dataset, batch_size: int, seed: int, eval_subset: int, data, split, n_workers, per
 ):
     model, factory_data = resolve_model(model)
     data = _resolve_data(model, dataset, seed, data, factory_data)
@@ -243,7 +289,7 @@ def _supervised_fields(
         )
     n_params = _n_params(model, data, batch_size)
     shards = _shards(data, split, n_workers, seed, batch_size)
-    return model, _supervised.build(data, batch_size, seed, eval_subset, n_params, shards)
+    return model, _supervised.build(data, batch_size, seed, eval_subset, n_params, shards, per)
 
 
 def _shards(data: Dataset, split: DataSplit | None, n_workers, seed: int, batch_size: int):
@@ -275,6 +321,7 @@ def make_problem(
     data: Dataset | dict | None = None,
     split: DataSplit | None = None,
     n_workers: int | None = None,
+    eval_per_worker: int = 256,
 ) -> Problem:
     """Builds a problem: loads the data onto the device and fixes every random stream.
 
@@ -298,6 +345,8 @@ def make_problem(
         the classes groups of workers alone hold); None: every worker streams all of it.
       n_workers: the run's number of workers (needed by ``split`` and by a quadratic with
         heterogeneity).
+      eval_per_worker: examples of each worker's shard that ``evaluate_workers`` measures
+        at most (a fixed sample chosen from the seed; all of a smaller shard).
 
     Returns:
       The :class:`Problem`.
@@ -309,14 +358,14 @@ def make_problem(
         allowed), or a shard smaller than the batch.
       FileNotFoundError: data files are missing (the message says how to get them).
     """
-    _check_args(model, dataset, batch_size, seed, eval_subset, data)
+    _check_args(model, dataset, batch_size, seed, eval_subset, data, eval_per_worker)
     if isinstance(model, Quadratic):
         if split is not None and split.splits:
             raise ValueError("make_problem: the quadratic has no data set to split")
         fields = _quadratic.build(model, batch_size, seed, n_workers)
     else:
         model, fields = _supervised_fields(
-            model, dataset, batch_size, seed, eval_subset, data, split, n_workers
+            model, dataset, batch_size, seed, eval_subset, data, split, n_workers, eval_per_worker
         )
     problem = Problem(
         model=model, dataset=dataset, batch_size=batch_size, init_params=None, **fields

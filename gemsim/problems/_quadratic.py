@@ -140,6 +140,15 @@ def evaluate(problem: Problem, params: PyTree) -> dict[str, jax.Array]:
     return {"train_loss": value, "test_loss": value, "test_accuracy": jnp.float32(jnp.nan)}
 
 
+def evaluate_workers(problem: Problem, params: PyTree) -> dict[str, jax.Array]:
+    """Each worker's own loss (a heterogeneous quadratic; accuracy nan), float32 ``[n]``;
+    ``{}`` when every worker shares one optimum."""
+    if "centres" not in problem.data:
+        return {}
+    losses = worker_losses(problem, params).astype(jnp.float32)
+    return {"loss": losses, "accuracy": jnp.full(losses.shape, jnp.nan, jnp.float32)}
+
+
 def worker_losses(problem: Problem, params: PyTree) -> jax.Array:
     """Each worker's own loss at ``params`` (a heterogeneous quadratic), float32 ``[n]``."""
     h, centres = problem.data["h"], problem.data["centres"]

@@ -41,37 +41,63 @@ class Fns(NamedTuple):
     init: Callable[[jax.Array], PyTree]
     loss: Callable[[PyTree, jax.Array, jax.Array, jax.Array], jax.Array]
     sums: Callable[[PyTree, jax.Array, jax.Array], jax.Array]
-    """``[sum of the evaluation loss, number correct]`` over a batch (correct: 0 where
-    accuracy is undefined)."""
+    """``[sum of the evaluation loss, number correct, number correct of class 0, 1, ...]``
+    over a batch, float32 ``[2 + classes]`` (``classes``: 0 where accuracy is undefined, and
+    then correct is 0)."""
+    examples: Callable[[PyTree, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
+    """``(evaluation loss, correct)`` of each example of a batch, float32 ``[B]`` each
+    (correct: 0 where accuracy is undefined)."""
 
 
-def _classifier_fns(model: Model) -> Fns:
+def _with_classes(totals: jax.Array, correct: jax.Array, y: jax.Array, classes: int):
+    """``totals`` followed by the number correct of each class (a segment sum by label)."""
+    if not classes:
+        return totals
+    return jnp.concatenate([totals, jax.ops.segment_sum(correct, y, num_segments=classes)])
+
+
+def _classifier_fns(model: Model, classes: int) -> Fns:
     def loss(params, x, y, key):
         return cross_entropy(model.apply(params, x, key), y)
 
-    def sums(params, x, y):
+    def examples(params, x, y):
         logits = model.apply(params, x, None)
         log_p = jax.nn.log_softmax(logits, axis=-1)
         nll = -jnp.take_along_axis(log_p, y[:, None], axis=1)[:, 0]
         correct = (jnp.argmax(logits, axis=-1) == y).astype(jnp.float32)
-        return jnp.stack([jnp.sum(nll), jnp.sum(correct)])
+        return nll, correct
 
-    return Fns(model.init, loss, sums)
-
-
-def _user_fns(model: UserModel, eval_key: jax.Array, accuracy: bool) -> Fns:
     def sums(params, x, y):
-        if model.eval_loss is not None:
-            mean = model.eval_loss(params, x, y)
-        else:
-            mean = model.loss(params, x, y, eval_key)
-        total = jnp.asarray(mean, jnp.float32) * jnp.float32(x.shape[0])
-        if not accuracy:
-            return jnp.stack([total, jnp.float32(0.0)])
-        hits = jnp.argmax(model.predict(params, x), axis=-1) == y
-        return jnp.stack([total, jnp.sum(hits.astype(jnp.float32))])
+        nll, correct = examples(params, x, y)
+        return _with_classes(jnp.stack([jnp.sum(nll), jnp.sum(correct)]), correct, y, classes)
 
-    return Fns(model.init, model.loss, sums)
+    return Fns(model.init, loss, sums, examples)
+
+
+def _user_fns(model: UserModel, eval_key: jax.Array, classes: int) -> Fns:
+    def mean_loss(params, x, y):
+        if model.eval_loss is not None:
+            return model.eval_loss(params, x, y)
+        return model.loss(params, x, y, eval_key)
+
+    def hits(params, x, y):
+        if not classes:
+            return jnp.zeros(x.shape[0], jnp.float32)
+        return (jnp.argmax(model.predict(params, x), axis=-1) == y).astype(jnp.float32)
+
+    def sums(params, x, y):
+        total = jnp.asarray(mean_loss(params, x, y), jnp.float32) * jnp.float32(x.shape[0])
+        if not classes:
+            return jnp.stack([total, jnp.float32(0.0)])
+        correct = hits(params, x, y)
+        return _with_classes(jnp.stack([total, jnp.sum(correct)]), correct, y, classes)
+
+    def examples(params, x, y):
+        # The contract gives a batch's mean loss: each example's is its batch of one.
+        one = lambda xi, yi: jnp.asarray(mean_loss(params, xi[None], yi[None]), jnp.float32)
+        return jax.vmap(one)(x, y), hits(params, x, y)
+
+    return Fns(model.init, model.loss, sums, examples)
 
 
 def has_accuracy(problem: Problem) -> bool:
@@ -81,11 +107,18 @@ def has_accuracy(problem: Problem) -> bool:
     return True
 
 
+def accuracy_classes(problem: Problem) -> int:
+    """Classes whose test accuracy evaluation measures apart (0 where accuracy is undefined)."""
+    return problem.n_classes if has_accuracy(problem) else 0
+
+
 def fns(problem: Problem) -> Fns:
     """The model's functions (built-in specs are turned into functions here, at trace time)."""
+    classes = accuracy_classes(problem)
     if isinstance(problem.model, UserModel):
-        return _user_fns(problem.model, problem.data["eval_key"], has_accuracy(problem))
-    return _classifier_fns(build_model(problem.model, problem.input_shape, problem.n_classes))
+        return _user_fns(problem.model, problem.data["eval_key"], classes)
+    model = build_model(problem.model, problem.input_shape, problem.n_classes)
+    return _classifier_fns(model, classes)
 
 
 def _chunks(indices: np.ndarray) -> dict[str, jax.Array]:
@@ -105,6 +138,34 @@ def eval_indices(seed: int, train_size: int, eval_subset: int) -> np.ndarray:
     return np.sort(host_rng(seed, KeyTag.EVAL).choice(train_size, k, replace=False))
 
 
+def worker_eval_sample(
+    shards: Shards, seed: int, per_worker: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fixed sample of each worker's shard that ``evaluate_workers`` measures: at most
+    ``per_worker`` of its examples, chosen from the seed (all of a smaller shard).
+
+    Returns ``(example, worker, weight)``, flat and grouped by worker (each worker's examples
+    increasing): training-set indices (int32), their worker (int32) and 1.0, padded with
+    weight 0 to ``min(n_workers * per_worker, total)`` entries (``total``: the shards'
+    concatenated length), a length that does not depend on the seed for the partitions that
+    place every example (runs of one shape stay of one shape).
+    """
+    n, total = shards.n_workers, shards.indices.size
+    owner = np.repeat(np.arange(n, dtype=np.int64), shards.sizes)
+    keys = host_rng(seed, KeyTag.WORKER_EVAL).random(total)
+    order = np.lexsort((keys, owner))  # by worker (owner is sorted already), then at random
+    rank = np.arange(total) - shards.offsets[owner]
+    chosen = order[rank < per_worker]
+    examples, workers = shards.indices[chosen], owner[chosen]
+    tidy = np.lexsort((examples, workers))
+    length = min(n * per_worker, total)
+    pad = length - chosen.size
+    example = np.concatenate([examples[tidy], np.zeros(pad, np.int64)]).astype(np.int32)
+    worker = np.concatenate([workers[tidy], np.zeros(pad, np.int64)]).astype(np.int32)
+    weight = np.concatenate([np.ones(chosen.size), np.zeros(pad)]).astype(np.float32)
+    return example, worker, weight
+
+
 def to_device(data: Dataset) -> Dataset:
     """The data set's arrays on the default device (arrays already there are not copied)."""
     return data._replace(
@@ -122,9 +183,11 @@ def build(
     eval_subset: int,
     n_params: int,
     shards: Shards | None = None,
+    per_worker: int = 256,
 ) -> dict[str, Any]:
     """The fields of a :class:`Problem` with a data set, but ``init_params``; with ``shards``
-    each worker streams its own shard (`batch`)."""
+    each worker streams its own shard (`batch`), and `evaluate_workers` measures at most
+    ``per_worker`` examples of each (`worker_eval_sample`)."""
     device = to_device(data)
     chosen = eval_indices(seed, len(data.y_train), eval_subset)
     arrays = {
@@ -142,6 +205,12 @@ def build(
         # int32: indices and offsets below 2**31 (a training set of at most 2**31 examples)
         arrays["shard_indices"] = jnp.asarray(shards.indices, jnp.int32)
         arrays["shard_offsets"] = jnp.asarray(shards.offsets, jnp.int32)
+        example, worker, weight = worker_eval_sample(shards, seed, per_worker)
+        arrays["worker_eval"] = {
+            **_chunks(example),
+            "worker": jnp.asarray(worker),
+            "weight": jnp.asarray(weight),
+        }
     return dict(
         train_size=len(data.y_train),
         test_size=len(data.y_test),
@@ -185,11 +254,13 @@ def _shard_batch(data, worker: jax.Array, step: jax.Array, batch_size: int) -> j
     return data["shard_indices"][start + positions]
 
 
-def _split_sums(f: Fns, params: PyTree, x: jax.Array, y: jax.Array, chunks) -> jax.Array:
+def _split_sums(
+    f: Fns, params: PyTree, x: jax.Array, y: jax.Array, chunks, classes: int
+) -> jax.Array:
     def one_chunk(totals: jax.Array, idx: jax.Array) -> tuple[jax.Array, None]:
         return totals + f.sums(params, x[idx], y[idx]), None
 
-    totals = jnp.zeros(2, jnp.float32)
+    totals = jnp.zeros(2 + classes, jnp.float32)
     if chunks["full"].shape[0]:
         totals, _ = lax.scan(one_chunk, totals, chunks["full"])
     if chunks["rest"].shape[0]:
@@ -197,15 +268,55 @@ def _split_sums(f: Fns, params: PyTree, x: jax.Array, y: jax.Array, chunks) -> j
     return totals
 
 
+def _split_examples(f: Fns, params: PyTree, x: jax.Array, y: jax.Array, chunks):
+    """``(loss, correct)`` of every example the chunks index, float32 ``[T]`` each."""
+    parts = []
+    if chunks["full"].shape[0]:
+        loss, correct = lax.map(lambda idx: f.examples(params, x[idx], y[idx]), chunks["full"])
+        parts.append((loss.reshape(-1), correct.reshape(-1)))
+    if chunks["rest"].shape[0]:
+        parts.append(f.examples(params, x[chunks["rest"]], y[chunks["rest"]]))
+    loss, correct = zip(*parts, strict=True)
+    return jnp.concatenate(loss), jnp.concatenate(correct)
+
+
 def evaluate(problem: Problem, params: PyTree) -> dict[str, jax.Array]:
     """Evaluation mode (no dropout): loss on the fixed training subset, test loss and accuracy
-    (nan where undefined: float targets, or a user model without ``predict``)."""
-    f, data = fns(problem), problem.data
-    train = _split_sums(f, params, data["x_train"], data["y_train"], data["eval"])
-    test = _split_sums(f, params, data["x_test"], data["y_test"], data["test"])
-    accuracy = test[1] / problem.test_size if has_accuracy(problem) else jnp.float32(jnp.nan)
-    return {
+    (nan where undefined: float targets, or a user model without ``predict``), and for a
+    classifier the test accuracy of each class, ``test_accuracy_class_<k>`` (nan for a class
+    the test set lacks), from the same pass over the test set."""
+    f, data, classes = fns(problem), problem.data, accuracy_classes(problem)
+    train = _split_sums(f, params, data["x_train"], data["y_train"], data["eval"], classes)
+    test = _split_sums(f, params, data["x_test"], data["y_test"], data["test"], classes)
+    accuracy = test[1] / problem.test_size if classes else jnp.float32(jnp.nan)
+    out = {
         "train_loss": train[0] / problem.eval_size,
         "test_loss": test[0] / problem.test_size,
         "test_accuracy": accuracy,
     }
+    if classes:
+        ones = jnp.ones(data["y_test"].shape[0], jnp.float32)
+        counts = jax.ops.segment_sum(ones, data["y_test"], num_segments=classes)
+        by_class = jnp.where(counts > 0, test[2:] / jnp.maximum(counts, 1.0), jnp.nan)
+        out.update({f"test_accuracy_class_{k}": by_class[k] for k in range(classes)})
+    return out
+
+
+def evaluate_workers(problem: Problem, params: PyTree) -> dict[str, jax.Array]:
+    """Each worker's evaluation loss and accuracy (nan where undefined) on its fixed sample
+    of its own shard (`worker_eval_sample`), float32 ``[n_workers]`` each; ``{}`` when the
+    workers do not hold shards of their own."""
+    data = problem.data
+    if "worker_eval" not in data:
+        return {}
+    sample, n = data["worker_eval"], data["shard_offsets"].shape[0] - 1
+    loss, correct = _split_examples(fns(problem), params, data["x_train"], data["y_train"], sample)
+    held = sample["weight"] > 0  # padding: an example's loss counted for no worker
+
+    def per(values: jax.Array) -> jax.Array:
+        values = jnp.where(held, values, 0.0)
+        return jax.ops.segment_sum(values, sample["worker"], num_segments=n)
+
+    count = per(jnp.ones_like(loss))
+    accuracy = per(correct) / count if has_accuracy(problem) else jnp.full(n, jnp.nan)
+    return {"loss": per(loss) / count, "accuracy": accuracy.astype(jnp.float32)}

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from gemsim import timing
-from gemsim.engine import EngineResult, MetricsRecorder
+from gemsim.engine import EngineResult, MetricsRecorder, final_evaluation
 from gemsim.types import Status
 
 from ._compiled import Compiled
@@ -172,7 +172,7 @@ class ServerBook:
         if self._outputs:
             recorder.add(jax.tree.map(lambda *xs: np.stack(xs), *self._outputs))
         problem, theta = self.compiled.problem, self.carry.theta
-        final = {k: float(v) for k, v in jax.device_get(problem.evaluate(theta)).items()}
+        final, workers = final_evaluation(problem, theta)
         diverged = self.diverged_at is not None
         return EngineResult(
             params=jax.device_get(theta),
@@ -183,4 +183,6 @@ class ServerBook:
             evals={},
             final=final,
             server_state=jax.device_get(self.carry.server),
+            final_workers=workers,
+            worker_facts=problem.worker_facts(),
         )

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
+from gemsim.results._files import WORKER_EVALS_FILE, WORKER_SUMMARY_FILE
 from gemsim.results._run_folder import (
     MANIFEST_FILE,
     METRICS_FILE,
@@ -183,20 +184,34 @@ _LEADING_METRICS = ("commit", "time", "worker", "step", "staleness", "batch_loss
                     "update_norm", "weight", "pi_median", "frac_pi_zero", "frac_pi_max",
                     "frac_dtheta_zero", "proxy_energy", "target_energy",
                     "central_energy")  # fmt: skip
-_TRAILING_METRICS = ("train_loss", "test_loss", "test_accuracy", "worker_step", "mean_worker_step")
+_EVAL_METRICS = ("train_loss", "test_loss", "test_accuracy")
+_WORKER_METRICS = ("worker_loss_mean", "worker_loss_worst", "worker_loss_p90",
+                   "worker_accuracy_mean", "worker_accuracy_worst",
+                   "worker_accuracy_p10")  # fmt: skip
+_STEP_METRICS = ("worker_step", "mean_worker_step")
+_CLASS_ACCURACY = re.compile(r"test_accuracy_class_(\d+)$")
+
+
+def class_accuracy_columns(names: Iterable[str]) -> list[str]:
+    """The ``test_accuracy_class_<k>`` columns among ``names``, by class."""
+    found = [(int(m.group(1)), c) for c in names if (m := _CLASS_ACCURACY.match(str(c)))]
+    return [c for _, c in sorted(found)]
 
 
 def _metric_order(names: Iterable[str]) -> list[str]:
     """Metrics columns in a fixed order, whichever run was read first.
 
     Known per-commit columns, ``pi_leaf_<i>`` by i, any other column as first
-    seen, then the eval columns and the derived step columns.
+    seen, then the eval columns (``test_accuracy_class_<k>`` by k, the per-worker
+    summaries) and the derived step columns.
     """
     names = list(names)
     leaves = sorted((c for c in names if re.fullmatch(r"pi_leaf_\d+", c)), key=lambda c: int(c[8:]))
-    known = {*_LEADING_METRICS, *_TRAILING_METRICS, *leaves}
+    classes = class_accuracy_columns(names)
+    trailing = [*_EVAL_METRICS, *classes, *_WORKER_METRICS, *_STEP_METRICS]
+    known = {*_LEADING_METRICS, *trailing, *leaves}
     other = [c for c in names if c not in known]
-    ordered = [*_LEADING_METRICS, *leaves, *other, *_TRAILING_METRICS]
+    ordered = [*_LEADING_METRICS, *leaves, *other, *trailing]
     return [c for c in ordered if c in names]
 
 
@@ -247,7 +262,13 @@ def load_results(
     * metrics columns in a fixed order (``commit, time, worker, staleness,
       batch_loss, ...``); columns only some rules write are NaN elsewhere; the
       eval columns ``train_loss, test_loss, test_accuracy`` are NaN except on
-      evaluation commits;
+      evaluation commits, and so are, for classifiers, ``test_accuracy_class_<k>``
+      (the test accuracy of class k; NaN for a class the test set lacks) and, where
+      the workers have data of their own (a partition, the heterogeneous
+      quadratic), the central model on each worker's own data summarised across
+      workers: ``worker_loss_mean, worker_loss_worst`` (largest),
+      ``worker_loss_p90, worker_accuracy_mean, worker_accuracy_worst`` (smallest)
+      and ``worker_accuracy_p10`` (the per-worker values: :func:`load_worker_evals`);
     * derived: ``worker_step``, commits of the committing worker so far counting
       this one (first -> 1), and ``mean_worker_step``, commits so far over the
       workers that have committed so far (steps per worker, smooth in time).
@@ -274,6 +295,98 @@ def load_results(
     frame = frame.reset_index(drop=True)
     frame.attrs = {"sweep_columns": _sweep_of(frame, metric_cols)}
     return frame
+
+
+def _per_worker(
+    out_dir: str | os.PathLike[str], name: str, statuses: Iterable[Status | str]
+) -> tuple[list[pd.DataFrame], list[str]]:
+    """Each run's table ``name`` (a per-worker file) with the run-level and sweep columns in
+    front, and the tables' own columns; ``out_dir``: a results folder or one run folder."""
+    out_dir = Path(out_dir)
+    if (out_dir / MANIFEST_FILE).is_file():
+        found = [(out_dir, read_manifest(out_dir))]
+    else:
+        found = run_manifests(out_dir, statuses)
+    parts, columns = [], {}
+    for run_dir, manifest in found:
+        if (run_dir / name).is_file():
+            table = pd.read_parquet(run_dir / name, engine="pyarrow")
+            columns.update(dict.fromkeys(table.columns))
+            run = pd.DataFrame(_run_row(manifest), index=table.index)
+            parts.append(pd.concat([run, table], axis=1))
+    return parts, list(columns)
+
+
+def _joined(parts: list[pd.DataFrame], columns: list[str], first: Sequence[str]) -> pd.DataFrame:
+    """The runs' tables as one frame: run-level, sweep, then the tables' ``columns`` (those in
+    ``first`` in that order, then the others as found)."""
+    if not parts:
+        return pd.DataFrame(columns=list(RUN_COLUMNS))
+    own = [*(c for c in first if c in columns), *(c for c in columns if c not in first)]
+    frame = _order(pd.concat(parts, ignore_index=True), own).reset_index(drop=True)
+    frame.attrs = {"sweep_columns": _sweep_of(frame, own)}
+    return frame
+
+
+WORKER_SUMMARY_COLUMNS = ("worker", "commits", "commit_share", "accepted", "accepted_share",
+                          "mean_compute_time", "shard_size")  # fmt: skip
+"""Columns of ``worker_summary.parquet`` (``shard_size`` where workers hold shards), before
+the heterogeneous quadratic's ``optimum_<i>``."""
+WORKER_EVAL_COLUMNS = ("commit", "time", "worker", "loss", "accuracy")
+"""Columns of ``workers.parquet``."""
+
+
+def load_worker_summary(
+    out_dir: str | os.PathLike[str], *, statuses: Iterable[Status | str] = _DEFAULT_STATUSES
+) -> pd.DataFrame:
+    """One row per (run, worker), from each run's ``worker_summary.parquet``.
+
+    Columns: the run-level and sweep columns (as in :func:`load_results`), then ``worker``,
+    ``commits`` (its commits), ``commit_share`` (its fraction of the run's commits),
+    ``accepted`` and ``accepted_share`` (commits the rule did not discard, i.e. whose
+    ``weight`` is not 0: ringmaster, rennala and malenia discard some; over the run's
+    accepted commits), ``mean_compute_time`` (of its commits, from the trace; NaN for a
+    worker that never committed), ``shard_size`` (training examples it holds) where the run
+    splits its data, and ``optimum_0, optimum_1, ...`` (its optimum c_w) for the
+    heterogeneous quadratic (`gemsim.results.worker_optima`).
+
+    Args:
+        out_dir: a results folder, or one run folder.
+        statuses: run statuses to include (default ``ok`` and ``diverged``).
+    """
+    return _joined(*_per_worker(out_dir, WORKER_SUMMARY_FILE, statuses), WORKER_SUMMARY_COLUMNS)
+
+
+def load_worker_evals(
+    out_dir: str | os.PathLike[str], *, statuses: Iterable[Status | str] = _DEFAULT_STATUSES
+) -> pd.DataFrame:
+    """One row per (run, evaluation, worker) of the runs whose workers have data of their own
+    (a partition, the heterogeneous quadratic), from each run's ``workers.parquet``.
+
+    Columns: the run-level and sweep columns, then ``commit`` (the central variable after
+    this commit; the final evaluation of a run that did not end on an evaluation commit is
+    at its last commit, -1 before any), ``time`` (its virtual time), ``worker``, ``loss`` and
+    ``accuracy`` (the central model on a fixed sample of the worker's shard, at most
+    ``eval.per_worker`` examples; the quadratic's own loss, accuracy NaN), then the worker's
+    ``commit_share``, ``accepted_share``, ``mean_compute_time`` and ``shard_size`` from
+    :func:`load_worker_summary`, to plot against speed or data.
+
+    Args:
+        out_dir: a results folder, or one run folder.
+        statuses: run statuses to include (default ``ok`` and ``diverged``).
+    """
+    evals = _joined(*_per_worker(out_dir, WORKER_EVALS_FILE, statuses), WORKER_EVAL_COLUMNS)
+    if evals.empty:
+        return evals
+    summary = load_worker_summary(out_dir, statuses=statuses)
+    wanted = ["commit_share", "accepted_share", "mean_compute_time", "shard_size"]
+    extra = [c for c in wanted if c in summary.columns]
+    if extra:
+        joined = summary[["run_id", "worker", *extra]]
+        sweep = evals.attrs["sweep_columns"]
+        evals = evals.merge(joined, on=["run_id", "worker"], how="left")
+        evals.attrs = {"sweep_columns": sweep}
+    return evals
 
 
 def _summary_row(manifest: Mapping[str, Any]) -> dict[str, Any]:

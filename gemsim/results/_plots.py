@@ -21,7 +21,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from gemsim.results._frames import load_results, run_manifests
+from gemsim.results._frames import (
+    class_accuracy_columns,
+    load_results,
+    load_worker_evals,
+    run_manifests,
+)
 from gemsim.results._plot_common import (
     X_LABELS,
     PlainLogFormatter,
@@ -45,6 +50,7 @@ from gemsim.results._plot_common import (
     with_group,
 )
 from gemsim.results._run_folder import MANIFEST_FILE, atomic_write_bytes
+from gemsim.results._worker_plots import plot_class_accuracy, plot_worker_accuracy
 
 # --------------------------------------------------------------------------- the figures
 
@@ -363,6 +369,27 @@ def _folder_jobs(results: pd.DataFrame, runs: dict[str, tuple[Path, dict]]) -> l
     return jobs
 
 
+def _worker_data_jobs(results: pd.DataFrame, workers: pd.DataFrame) -> list:
+    """Per-class accuracy against time, one figure per configuration (its repeats averaged);
+    each worker's accuracy (the quadratic: loss) on its own data against its speed."""
+    jobs: list[tuple[str, Any]] = []
+    if class_accuracy_columns(results.columns) and "time" in results.columns:
+        labels = short_labels(results)
+        firsts = results.sort_values("repeat").groupby("config").run_id.first()
+        for config, run_id in firsts.items():
+            subset, title = results[results["config"] == config], labels.get(config, config)
+
+            def draw(ax, s=subset, t=title):
+                plot_class_accuracy(s, ax=ax).set_title(t, fontsize="medium")
+
+            jobs.append((f"class_accuracy_{run_id}.png", draw))
+    if not workers.empty and "mean_compute_time" in workers.columns:
+        y = "accuracy" if workers["accuracy"].notna().any() else "loss"
+        draw = lambda ax: plot_worker_accuracy(workers, y=y, ax=ax)
+        jobs.append((f"worker_{y}_vs_speed.png", draw))
+    return jobs
+
+
 def plot_run_folder(
     out_dir: str | os.PathLike[str], dest: str | os.PathLike[str] | None = None
 ) -> list[Path]:
@@ -376,7 +403,11 @@ def plot_run_folder(
     the first repeat of each GEM configuration, its rows named by the parameter
     paths in ``params.npz``; a staleness histogram per number of workers (per timing
     setting when several share one n), with the geometric law overlaid where every
-    run had homogeneous exponential compute (from the run manifests).
+    run had homogeneous exponential compute (from the run manifests); for classifiers,
+    each class's test accuracy against virtual time per configuration
+    (``class_accuracy_<run_id>.png``, named by its first repeat); where workers have
+    data of their own, each worker's accuracy on it (the quadratic: its loss) at the
+    last evaluation against its mean compute time (``worker_accuracy_vs_speed.png``).
 
     Args:
         out_dir: a results folder of run folders, or one run folder (with its
@@ -394,7 +425,9 @@ def plot_run_folder(
     if one_run:
         runs = {r: v for r, v in runs.items() if v[0].resolve() == out_dir.resolve()}
     results = load_results(root)
+    workers = load_worker_evals(out_dir if one_run else root)
     results = results[results["run_id"].isin(runs)] if one_run else results
     if results.empty:
         return []
-    return sorted(_save(dest, name, draw) for name, draw in _folder_jobs(results, runs))
+    jobs = _folder_jobs(results, runs) + _worker_data_jobs(results, workers)
+    return sorted(_save(dest, name, draw) for name, draw in jobs)

@@ -7,6 +7,9 @@ Layout of ``OUT/<run_id>/``::
     trace.parquet    the commit trace (one row per commit)
     metrics.parquet  per-commit metrics written by the engine
     params.npz       final central parameters, one array per leaf, keyed by its path
+    worker_summary.parquet  one row per worker: its commits, what it holds (optional)
+    workers.parquet  the central variable on each worker's own data at each evaluation,
+                     where workers have data of their own (optional)
 
 A folder under its final name is always complete: ``write_run`` builds it
 under a hidden temporary name and renames it into place, so a run killed
@@ -30,7 +33,14 @@ import numpy as np
 import pandas as pd
 
 from gemsim._atomic import atomic_write_bytes, atomic_write_text, fsync_dir
-from gemsim.results._files import METRICS_FILE, PARAMS_FILE, RUN_FILES, TRACE_FILE
+from gemsim.results._files import (
+    METRICS_FILE,
+    PARAMS_FILE,
+    RUN_FILES,
+    TRACE_FILE,
+    WORKER_EVALS_FILE,
+    WORKER_SUMMARY_FILE,
+)
 from gemsim.results._manifest import (
     FINISHED,
     MANIFEST_FILE,
@@ -57,6 +67,7 @@ __all__ = [
     "read_params",
     "read_run",
     "check_manifest",
+    "worker_optima",
     "write_run",
 ]
 
@@ -98,12 +109,20 @@ class RunResult:
         metrics: per-commit metrics, one row per executed commit (a pandas DataFrame).
         params: the final central parameters, one array per leaf keyed by its path
             (``"['conv1']['w']"``, as ``params.npz`` holds them); :meth:`tree` nests them.
+        worker_evals: where the workers have data of their own, the central variable on each
+            worker's data at each evaluation (``workers.parquet``: ``commit, time, worker,
+            loss, accuracy``); None otherwise.
+        worker_summary: one row per worker (``worker_summary.parquet``: ``worker, commits,
+            commit_share, accepted, accepted_share, mean_compute_time``, and ``shard_size``,
+            ``optimum_<i>`` where the workers hold them); None for a failed run.
     """
 
     manifest: Manifest
     trace: CommitTrace
     metrics: Any  # pandas.DataFrame
     params: dict[str, np.ndarray]
+    worker_evals: Any = None  # pandas.DataFrame | None
+    worker_summary: Any = None  # pandas.DataFrame | None
 
     @property
     def run_id(self) -> str:
@@ -112,6 +131,10 @@ class RunResult:
     @property
     def status(self) -> Status:
         return Status(self.manifest.status)
+
+    def worker_optima(self) -> np.ndarray | None:
+        """The heterogeneous quadratic's optima c_w, float ``[n_workers, dim]``, or None."""
+        return None if self.worker_summary is None else worker_optima(self.worker_summary)
 
     def tree(self) -> PyTree:
         """The parameters nested by their leaf paths: dicts for keys and attributes, lists for
@@ -130,7 +153,29 @@ class RunResult:
 
     def write(self, out_dir: str | Path) -> Path:
         """The run folder ``out_dir/<run_id>/``, written atomically (`write_run`)."""
-        return write_run(out_dir, self.run_id, self.manifest, self.trace, self.metrics, self.params)
+        return write_run(
+            out_dir,
+            self.run_id,
+            self.manifest,
+            self.trace,
+            self.metrics,
+            self.params,
+            worker_evals=self.worker_evals,
+            worker_summary=self.worker_summary,
+        )
+
+
+_OPTIMUM = re.compile(r"optimum_(\d+)$")
+
+
+def worker_optima(summary: pd.DataFrame) -> np.ndarray | None:
+    """The ``optimum_<i>`` columns of a worker summary (one run's, rows in worker order) as
+    float ``[n_workers, dim]``; None when it has none (not a heterogeneous quadratic)."""
+    found = sorted((int(m.group(1)), c) for c in summary.columns if (m := _OPTIMUM.match(str(c))))
+    if not found:
+        return None
+    rows = summary.sort_values("worker") if "worker" in summary.columns else summary
+    return rows[[c for _, c in found]].to_numpy()
 
 
 def nest(flat: Mapping[str, np.ndarray]) -> PyTree:
@@ -262,6 +307,9 @@ def write_run(
     trace: CommitTrace,
     metrics: pd.DataFrame,
     params: Mapping[str, np.ndarray],
+    *,
+    worker_evals: pd.DataFrame | None = None,
+    worker_summary: pd.DataFrame | None = None,
 ) -> Path:
     """Write ``out_dir/<run_id>/`` atomically and return its path.
 
@@ -280,6 +328,8 @@ def write_run(
         trace: the commit trace, written in its one parquet format (`CommitTrace.to_parquet`).
         metrics: the per-commit metrics frame.
         params: final parameters, leaf path -> numeric array.
+        worker_evals: per-worker evaluations (``workers.parquet``), or None (not written).
+        worker_summary: the per-worker table (``worker_summary.parquet``), or None.
 
     Raises:
         ValueError: a missing or bad manifest key, or a params hash mismatch.
@@ -301,6 +351,12 @@ def write_run(
         trace.to_parquet(tmp / TRACE_FILE)
         _write_frame(tmp / METRICS_FILE, metrics)
         _write_params(tmp / PARAMS_FILE, params)
+        for name, frame in (
+            (WORKER_EVALS_FILE, worker_evals),
+            (WORKER_SUMMARY_FILE, worker_summary),
+        ):
+            if frame is not None:
+                _write_frame(tmp / name, frame)
         _write_manifest(tmp / MANIFEST_FILE, manifest)
         fsync_dir(tmp)
         _swap_into_place(tmp, out_dir / run_id)
@@ -313,9 +369,17 @@ def write_run(
 def read_run(run_dir: str | os.PathLike[str]) -> RunResult:
     """Read every file of a run folder back into a :class:`RunResult`."""
     run_dir = Path(run_dir)
+    optional = {
+        name: pd.read_parquet(run_dir / name, engine="pyarrow")
+        if (run_dir / name).is_file()
+        else None
+        for name in (WORKER_EVALS_FILE, WORKER_SUMMARY_FILE)
+    }
     return RunResult(
         manifest=Manifest.from_dict(read_manifest(run_dir)),
         trace=CommitTrace.from_parquet(run_dir / TRACE_FILE),
         metrics=pd.read_parquet(run_dir / METRICS_FILE, engine="pyarrow"),
         params=read_params(run_dir / PARAMS_FILE),
+        worker_evals=optional[WORKER_EVALS_FILE],
+        worker_summary=optional[WORKER_SUMMARY_FILE],
     )

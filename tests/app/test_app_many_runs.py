@@ -103,10 +103,10 @@ def test_a_float_that_shapes_a_rule_puts_runs_of_equal_values_together(tmp_path)
 def test_a_run_that_fails_to_prepare_fails_alone(tmp_path, monkeypatch):
     prepare = _many_runs._prepare
 
-    def broken(who, hyper, lifted):
+    def broken(who, hyper, lifted, traces):
         if who.expanded.repeat == 1:
             raise OSError("disk gone")
-        return prepare(who, hyper, lifted)
+        return prepare(who, hyper, lifted, traces)
 
     monkeypatch.setattr(_many_runs, "_prepare", broken)
     doc = {**SWEEP, "sweep": {}}

@@ -19,6 +19,7 @@ from scenario_docs import quadratic_doc
 
 import gemsim
 from gemsim.app._sweep_local import LocalPool, Lost, _pick, _Slot
+from gemsim.app._trace_store import STORE_FOLDER
 from gemsim.results import RUN_FILES, load_results, read_manifest
 
 LAUNCHER = Path(__file__).parents[1] / "real" / "launch_cli.py"
@@ -154,6 +155,9 @@ def test_ctrl_c_stops_every_job_process_and_writes_nothing_partial(tmp_path):
         _, alive = psutil.wait_procs(processes, timeout=ORPHAN_TIMEOUT_S)
         assert alive == []
     for folder in out.iterdir() if out.exists() else ():
+        if folder.name == STORE_FOLDER:  # the trace store: complete traces only
+            assert all(len(p.name) == 137 for p in folder.glob("*.parquet")), list(folder.iterdir())
+            continue
         assert not folder.name.startswith("."), f"{folder.name}: a half-written folder"
         assert all((folder / name).is_file() for name in RUN_FILES)
 

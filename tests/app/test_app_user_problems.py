@@ -71,8 +71,13 @@ def first_run(study, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     result = RUNNER.invoke(app, ["run", str(path), "--out", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
-    (folder,) = [p for p in out.iterdir() if p.is_dir()]
+    (folder,) = _run_folders(out)
     return out, folder
+
+
+def _run_folders(out):
+    """The run folders of a results folder (not its hidden trace store)."""
+    return [p for p in out.iterdir() if p.is_dir() and not p.name.startswith(".")]
 
 
 def _numpy_async_sgd(problem, trace) -> dict[str, np.ndarray]:
@@ -127,9 +132,9 @@ def test_resume_follows_the_code(study, first_run):
     source.write_text(source.read_text() + "\n# a changed comment is changed code\n")
     changed = RUNNER.invoke(app, ["run", str(path), "--out", str(out), "--resume", "--json"])
     assert changed.exit_code == 0 and '"skipped": false' in changed.output
-    assert len([p for p in out.iterdir() if p.is_dir()]) == 2  # a new identity, a new folder
+    assert len(_run_folders(out)) == 2  # a new identity, a new folder
     a = np.load(run_folder / "params.npz")
-    (new,) = [p for p in out.iterdir() if p.is_dir() and p != run_folder]
+    (new,) = [p for p in _run_folders(out) if p != run_folder]
     b = np.load(new / "params.npz")
     assert all(np.array_equal(a[k], b[k]) for k in a.files)  # same math, new identity
 

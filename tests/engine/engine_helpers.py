@@ -82,6 +82,15 @@ def assert_same(a, b, metrics_rtol=0.0):
     for x, y in pairs:
         assert x.keys() == y.keys()
         assert_reported(list(x.values()), list(y.values()), metrics_rtol)
+    assert a.worker_evals.keys() == b.worker_evals.keys()
+    pairs = [(a.worker_evals[k], b.worker_evals[k]) for k in a.worker_evals]
+    for x, y in [*pairs, (a.final_workers, b.final_workers)]:
+        assert x.keys() == y.keys()
+        for name in x:
+            assert_reported(x[name], y[name], metrics_rtol, err_msg=name)
+    assert a.worker_facts.keys() == b.worker_facts.keys()
+    for name in a.worker_facts:
+        np.testing.assert_array_equal(a.worker_facts[name], b.worker_facts[name])
 
 
 def assert_reported(x, y, rtol, err_msg=""):

@@ -165,4 +165,5 @@ def test_problem_on_mnist_files(tmp_path):
         "train_loss",
         "test_loss",
         "test_accuracy",
+        *(f"test_accuracy_class_{k}" for k in range(10)),
     }

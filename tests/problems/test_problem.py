@@ -23,6 +23,7 @@ from gemsim.problems import (
 )
 
 EVAL_KEYS = {"train_loss", "test_loss", "test_accuracy"}
+CLASS_KEYS = {f"test_accuracy_class_{k}" for k in range(10)}  # a classifier's per-class accuracy
 
 
 def test_contract_fields(cnn_problem):
@@ -36,7 +37,7 @@ def test_contract_fields(cnn_problem):
 
 def test_evaluate_fresh_cnn(cnn_problem):
     metrics = cnn_problem.evaluate(cnn_problem.init_params)
-    assert set(metrics) == EVAL_KEYS
+    assert set(metrics) == EVAL_KEYS | CLASS_KEYS
     assert all(v.shape == () and v.dtype == jnp.float32 for v in metrics.values())
     assert abs(float(metrics["train_loss"]) - math.log(10)) < 0.3
     assert abs(float(metrics["test_loss"]) - math.log(10)) < 0.3

@@ -54,3 +54,8 @@ def test_workers_with_their_own_data_replay_bit_exactly():
     assert real.params.keys() == replay.params.keys()
     for key, value in real.params.items():
         np.testing.assert_array_equal(replay.params[key], value, err_msg=key)
+    # The final evaluation on each worker's own data, and what each worker holds, alike.
+    final = replay.worker_evals[replay.worker_evals["commit"] == 119].reset_index(drop=True)
+    assert real.worker_evals["commit"].tolist() == [119] * 4
+    np.testing.assert_allclose(real.worker_evals["loss"], final["loss"], rtol=1e-6)
+    np.testing.assert_array_equal(real.worker_summary, replay.worker_summary)

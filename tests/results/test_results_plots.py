@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import matplotlib
 import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -12,6 +13,7 @@ from results_fakes import fake_manifest, fake_metrics, fake_trace
 from gemsim.results import _plots as plots
 from gemsim.results import (
     load_results,
+    plot_class_accuracy,
     plot_energy_ratio,
     plot_final_vs_workers,
     plot_loss,
@@ -19,6 +21,7 @@ from gemsim.results import (
     plot_pi_median,
     plot_run_folder,
     plot_staleness_hist,
+    plot_worker_accuracy,
     run_manifests,
     write_run,
 )
@@ -245,3 +248,33 @@ def test_cli_plot_writes_into_out(sweep_dir, tmp_path):
     assert (out / "final_vs_workers.png").read_bytes()[:4] == b"\x89PNG"
     missing = CliRunner().invoke(app, ["plot", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "nowhere" in missing.output
+
+
+def test_plot_class_accuracy_draws_a_line_per_class(ax):
+    """Two repeats of one configuration: each class's line is their mean, evaluation by
+    evaluation."""
+    rows = [
+        {"run_id": r, "commit": k, "time": 0.5 * k + r_i, "test_accuracy_class_0": 0.1 * k,
+         "test_accuracy_class_1": 0.5 + 0.1 * r_i, "test_accuracy_class_10": np.nan}
+        for r_i, r in enumerate(("a", "b")) for k in range(3)
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows).assign(config="c")
+    out = plot_class_accuracy(frame, ax=ax)
+    assert out is ax and [line.get_label() for line in ax.lines] == ["0", "1"]
+    np.testing.assert_allclose(ax.lines[1].get_ydata(), [0.55] * 3)
+    np.testing.assert_allclose(ax.lines[0].get_xdata(), [0.5, 1.0, 1.5])  # mean times
+    with pytest.raises(ValueError, match="test_accuracy_class_<k>"):
+        plot_class_accuracy(frame.drop(columns=[c for c in frame if "class" in c]))
+
+
+def test_plot_worker_accuracy_takes_each_runs_last_evaluation(ax):
+    rows = [
+        {"run_id": r, "config": cfg, "commit": k, "worker": w, "accuracy": 0.1 * k + 0.01 * w,
+         "mean_compute_time": 0.1 * (w + 1)}
+        for r, cfg in (("a", "gem"), ("b", "sync")) for k in (9, 19) for w in range(4)
+    ]  # fmt: skip
+    out = plot_worker_accuracy(pd.DataFrame(rows), ax=ax)
+    assert out is ax and len(ax.collections) == 2
+    points = ax.collections[0].get_offsets()
+    np.testing.assert_allclose(points[:, 1], [1.9, 1.91, 1.92, 1.93])  # commit 19 only
+    np.testing.assert_allclose(points[:, 0], [0.1, 0.2, 0.3, 0.4])

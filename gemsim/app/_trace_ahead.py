@@ -1,0 +1,158 @@
+"""Traces simulated ahead of execution: while this process executes a unit of a sweep, one or
+two timing processes simulate the traces of the units that come next into the trace store
+(`_trace_store.py`), so that the engine, not SimPy, sets the pace of a sweep of small runs.
+
+The timing processes are job processes of `_sweep_local.py` (spawned, SIGINT ignored, a
+watchdog that ends them when this process dies; see there) running `simulate_ahead` on one
+timing input at a time. A feeder thread here hands each idle one the next trace to simulate:
+first the traces of the unit under way, from its last run backwards (this process reads them
+from its first run forwards, simulating itself any trace no timing process has taken yet),
+then those of the next `AHEAD_UNITS` units. A trace is simulated once: both sides go through
+the store, which a process holds a key's lock to simulate. Memory stays bounded: a timing
+process holds one trace at a time, and this process none of theirs until it reads it.
+
+Nothing here decides a result: a trace is the same whoever simulates it, and a timing process
+that dies or is stopped only leaves its traces to be simulated by the executing process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from multiprocessing import get_context
+from multiprocessing.connection import wait
+
+from gemsim._spawn import starting_child
+
+from ._sweep_local import _Slot, _stop, job_main
+from ._trace_store import TimingInputs, TraceStore
+
+AHEAD_UNITS = 2
+"""Units past the one under way whose traces the timing processes simulate."""
+MAX_PROCESSES = 2
+"""Timing processes at most (each costs an interpreter and one trace's memory)."""
+POLL_S = 0.2
+
+
+def simulate_ahead(task: tuple[TraceStore, TimingInputs], progress) -> str:
+    """The work of a timing process (module level: it is pickled by reference)."""
+    del progress  # a trace's simulation reports no progress
+    store, inputs = task
+    return store.ensure(inputs)
+
+
+def timing_processes(units_keys: Sequence[Sequence[str]], stored: set[str]) -> int:
+    """How many timing processes a sweep gets: none on a single CPU (they would take it from
+    the engine) or with fewer than two traces to simulate; else one per spare CPU, at most
+    MAX_PROCESSES."""
+    todo = {k for keys in units_keys for k in keys} - stored
+    usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    cpus = len(usable) if usable is not None else (os.cpu_count() or 1)
+    if len(todo) < 2 or cpus < 2:
+        return 0
+    return min(MAX_PROCESSES, cpus - 1)
+
+
+class TraceAhead:
+    """Timing processes simulating the traces of `units` (each a list of timing inputs, in
+    execution order) ahead of this process; `at(index)` says which unit executes now.
+
+    Use as a context manager: leaving it stops the timing processes (at once, when an
+    exception leaves it), with nothing left running.
+    """
+
+    def __init__(
+        self,
+        store: TraceStore,
+        units: Sequence[Sequence[TimingInputs]],
+        *,
+        processes: int,
+        stored: set[str] = frozenset(),
+    ):
+        self.store, self.units, self.processes = store, [list(u) for u in units], processes
+        self._sent: set[str] = set(stored)
+        self._at = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._slots: list[_Slot] = []
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> TraceAhead:
+        if self.processes < 1:
+            return self
+        ctx = get_context("spawn")
+        try:
+            for _ in range(self.processes):
+                parent, child = ctx.Pipe()
+                process = ctx.Process(
+                    target=job_main,
+                    args=(child, os.getpid(), simulate_ahead),
+                    name="gemsim-timing",
+                    daemon=True,
+                )
+                slot = _Slot()
+                with starting_child():
+                    process.start()
+                    child.close()
+                    slot.process, slot.conn = process, parent
+                self._slots.append(slot)
+            self._thread = threading.Thread(target=self._feed, name="gemsim-timing", daemon=True)
+            self._thread.start()
+        except BaseException:
+            _stop(self._slots, gently=False)
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        _stop(self._slots, gently=exc_type is None)
+
+    def at(self, index: int) -> None:
+        """Unit `index` executes now: the timing processes work on it and the next ones."""
+        with self._lock:
+            self._at = index
+
+    def _next(self) -> TimingInputs | None:
+        with self._lock:
+            at = self._at
+        order = list(reversed(self.units[at])) if at < len(self.units) else []
+        for unit in self.units[at + 1 : at + 1 + AHEAD_UNITS]:
+            order += unit
+        for inputs in order:
+            if inputs.key not in self._sent:
+                self._sent.add(inputs.key)
+                return inputs
+        return None
+
+    def _feed(self) -> None:
+        """The feeder thread: hand idle timing processes their next trace; collect them."""
+        count = 0
+        while not self._stop.is_set():
+            for slot in self._slots:
+                if slot.process is not None and slot.unit is None:
+                    inputs = self._next()
+                    if inputs is None:
+                        break
+                    try:
+                        slot.conn.send(("unit", count, (self.store, inputs)))
+                    except OSError:
+                        continue  # it died: its closed pipe is seen below
+                    slot.unit, count = count, count + 1
+            busy = {s.conn: s for s in self._slots if s.process is not None and s.unit is not None}
+            if not busy:
+                self._stop.wait(POLL_S)
+                continue
+            for conn in wait(list(busy), timeout=POLL_S):
+                slot = busy[conn]
+                try:
+                    message = conn.recv()
+                except (EOFError, OSError):  # it died: the executing process simulates instead
+                    slot.process.join(timeout=1.0)
+                    slot.conn.close()
+                    slot.process = slot.conn = slot.unit = None
+                    continue
+                if message[0] in ("done", "error"):
+                    slot.unit = None

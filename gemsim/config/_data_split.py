@@ -1,0 +1,105 @@
+"""Who owns which data: the data owners (the workers, or a population's clients), how the
+training set is split among them (`problem.partition`, the classes groups alone hold), and
+the shards themselves where the timing needs them (a population drawn by data size).
+
+Shards are computed from the training labels alone (host numpy, no JAX), the very partition a
+run uses (`problems.split_shards` with the run's seed and the owners' slowness).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gemsim import timing
+
+from ._problem_blocks import dataset_spec
+from ._scenario import Scenario
+from ._worker_specs import worker_specs
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from gemsim import problems
+
+
+def data_owners(scenario: Scenario) -> int:
+    """How many hold data of their own: a population's clients (N), else the workers."""
+    if scenario.clients is not None:
+        return scenario.clients.population
+    return scenario.workers.count
+
+
+def data_split(scenario: Scenario) -> problems.DataSplit | None:
+    """How the scenario splits its training set among its data owners: `problem.partition`,
+    the classes worker groups alone hold (`workers.groups[i].data`), and each owner's
+    slowness (its compute law's mean per mini-batch over its speed; a client's over its speed
+    factor) for `order: by_speed`. None when every owner streams the whole training set."""
+    from gemsim import problems
+
+    block = scenario.problem
+    spec = block.partition.spec() if block is not None and block.partition is not None else None
+    claims, first = [], 0
+    for group in scenario.workers.groups:
+        if group.data is not None:
+            workers = tuple(range(first, first + group.count))
+            claims.append(problems.Claim(workers, tuple(group.data.classes)))
+        first += group.count
+    if spec is None and not claims:
+        return None
+    return problems.DataSplit(spec, tuple(claims), _slowness(scenario, spec))
+
+
+def _slowness(scenario: Scenario, spec) -> tuple[float, ...] | None:
+    workers = worker_specs(scenario)
+    if scenario.clients is None:
+        return tuple(w.compute.mean() / w.speed for w in workers)
+    if getattr(spec, "order", None) != "by_speed":
+        return None  # N values drawn for nothing otherwise
+    slot = workers[0].compute.mean() / workers[0].speed  # the slots share one law
+    speeds = timing.client_speeds(scenario.clients.build(check_only=True), scenario.seed)
+    return tuple((slot / speeds).tolist())
+
+
+def scenario_shards(scenario: Scenario) -> tuple[problems.Shards, np.ndarray, int] | None:
+    """``(shards, labels, n_classes)`` of the scenario's partition, computed from the training
+    labels alone; None when every owner streams the whole training set or the model's factory
+    brings its data (its partition is drawn when it is built).
+
+    Raises:
+        problems.PartitionError: an impossible partition (the field it is about).
+    """
+    import numpy as np
+
+    from gemsim import problems
+
+    split = data_split(scenario)
+    block = scenario.problem
+    if split is None or block is None or block.dataset is None:
+        return None
+    dataset = dataset_spec(block.dataset, data_owners(scenario))
+    labels, n_classes, groups = problems.training_labels(dataset, scenario.seed)
+    if n_classes < 1:  # float targets: sizes only, as `make_problem` splits them
+        if split.claims or isinstance(split.spec, problems.Dirichlet | problems.Classes):
+            raise problems.PartitionError(
+                "name", "splits by class need class labels; this data set has float targets"
+            )
+        labels, n_classes = np.zeros(len(labels), np.int64), 1
+    shards = problems.split_shards(
+        split, labels, data_owners(scenario), scenario.seed, n_classes=n_classes, groups=groups
+    )
+    return shards, labels, n_classes
+
+
+def client_weights(scenario: Scenario) -> tuple[float, ...]:
+    """A population's selection weights by data size: each client's shard size.
+
+    Raises:
+        ValueError: the clients hold no shards of their own (no partition; naming the field).
+    """
+    shards = scenario_shards(scenario)
+    if shards is None:
+        raise ValueError(
+            "clients.selection: weighted by data_size needs the clients to hold shards of their "
+            "own: give problem.partition (with a problem.dataset), or select uniform"
+        )
+    return tuple(float(s) for s in shards[0].sizes)
