@@ -8,6 +8,8 @@ from typing import Any
 
 from gemsim.timing import format_histogram
 
+from ._population_report import population_lines
+
 
 def render_summary(rows) -> str:
     header = (
@@ -69,11 +71,13 @@ def render_trace_report(report: dict) -> str:
         f"   max {report['staleness_max']}",
     ]
     lines += _protocol_lines(report)
+    lines += population_lines(report.get("population"))
     workers = report["per_worker"]
     shown = workers if len(workers) <= 16 else workers[:8] + workers[-8:]
     extra = [c for c in _WORKER_COLUMNS if _shows(report, c[0])]
     lines.append(
-        "  worker  commits  mean staleness"
+        ("    slot" if report.get("population") else "  worker")
+        + "  commits  mean staleness"
         + "".join(f"  {title:>{width}}" for _, title, width, _ in extra)
         + ("  (first and last 8)" if shown != workers else "")
     )
@@ -89,6 +93,8 @@ def render_trace_report(report: dict) -> str:
         lines += [f"  {line}" for line in report["partition"].splitlines()]
     if report.get("trace_path"):
         lines.append(f"  trace written to {report['trace_path']}")
+    if report.get("clients_path"):
+        lines.append(f"  clients written to {report['clients_path']}")
     return "\n".join(lines)
 
 

@@ -19,6 +19,7 @@ from gemsim.trace import CommitTrace
 
 from ._identity import RunKind, run_id_of, run_identity
 from ._partition_report import partition_text
+from ._population_report import population_report, write_clients
 
 # Per-worker figures of the timing model's report, as (report key, WorkerReport field).
 WORKER_FIGURES = (
@@ -121,10 +122,17 @@ def trace_scenario(
         report["trace_sha256"] = trace.sha256()
         if partition is not None:
             report["partition"] = partition
+        seed = expanded.scenario.seed
+        population = population_report(spec, simulation, seed)
+        if population is not None:
+            report["population"] = population
         if out is not None:
             folder = Path(out) if len(runs) == 1 else Path(out) / run_id
             trace.to_parquet(folder / "trace.parquet")
             report["trace_path"] = str(folder / "trace.parquet")
+            clients = write_clients(folder, spec, simulation, seed)
+            if clients is not None:
+                report["clients_path"] = str(clients)
         reports.append(report)
     return reports
 

@@ -18,6 +18,7 @@ from ._cluster_blocks import (
 from ._optimizer import Optimizer
 from ._population_blocks import ClientsBlock
 from ._problem_blocks import ProblemBlock
+from ._protocol_blocks import resolve_protocol
 
 # Fields a sweep may not vary: they define the sweep itself.
 UNSWEEPABLE = ("name", "sweep", "repeats", "seeds")
@@ -88,8 +89,10 @@ def _check_population(scenario: Scenario) -> None:
             "budget.epochs_per_worker: a population's slots change client at every task; "
             "give budget.commits or budget.seconds"
         )
-    if scenario.server.protocol.name != "async":
+    protocol = resolve_protocol(scenario)
+    if protocol.name != "async":
+        given = "" if scenario.server.protocol is not None else " (the default for this rule)"
         raise ValueError(
             f"server.protocol: a population runs the async protocol only, got "
-            f"{scenario.server.protocol.name!r}"
+            f"{protocol.name!r}{given}; allowed: async"
         )

@@ -1,0 +1,98 @@
+"""A population's run as `gemsim trace` reports it (no gradient): participation, selection
+fairness (the chi-square against each client's time up, so that uniform selection among the
+available clients is judged fairly) and staleness by client speed decile; and the per-client
+table (`clients.parquet`) that the run folder and `gemsim trace --out` keep.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gemsim import timing
+
+CLIENTS_FILE = "clients.parquet"
+"""Per-client participation of a population's run: client, speed, started, completed, lost,
+up_seconds."""
+
+
+def population_report(spec: timing.ClusterSpec, simulation: timing.Simulation, seed: int):
+    """`timing.population_summary` of a population's run with each client's time up as the
+    exposure, plus N, K and the slots' time waiting for a client; None without a population."""
+    population, clients = spec.population, simulation.clients
+    if population is None or clients is None:
+        return None
+    up = up_seconds(spec, simulation, seed)
+    summary = timing.population_summary(simulation.trace, clients, population, exposure=up)
+    return {
+        "clients": population.n_clients,
+        "concurrency": spec.n_workers,
+        **summary,
+        "slot_waited_seconds": float(simulation.workers.waited_seconds.sum()),
+    }
+
+
+def up_seconds(spec: timing.ClusterSpec, simulation: timing.Simulation, seed: int):
+    """Each client's time up within the run (float64 [N])."""
+    return timing.client_up_seconds(spec.population, seed, simulation.trace.duration)
+
+
+def write_clients(folder: Path, spec: timing.ClusterSpec, simulation: timing.Simulation, seed):
+    """Write the per-client table of a population's run into `folder`; the path, or None
+    without a population."""
+    import pandas as pd
+
+    clients = simulation.clients
+    if clients is None:
+        return None
+    table = pd.DataFrame(
+        {
+            "client": range(len(clients.speed)),
+            "speed": clients.speed,
+            "started": clients.started,
+            "completed": clients.completed,
+            "lost": clients.lost,
+            "up_seconds": up_seconds(spec, simulation, seed),
+        }
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / CLIENTS_FILE
+    table.to_parquet(path, index=False)
+    return path
+
+
+def population_lines(population: dict[str, Any] | None) -> list[str]:
+    """The report's lines: N, K, selection, tasks, fairness, staleness by speed decile."""
+    if not population:
+        return []
+    part, fair = population["participation"], population["fairness"]
+    lines = [
+        f"  clients             {population['clients']:,} (concurrency "
+        f"{population['concurrency']:,}, selection {population['selection']})",
+        f"  tasks               {part['tasks_started']:,} started, {part['tasks_completed']:,} "
+        f"completed, {part['tasks_lost']:,} lost, {part['tasks_in_flight']:,} in flight at the end",
+        f"  clients chosen      {part['clients_chosen']:,} of {part['clients']:,} "
+        f"({part['clients_committed']:,} committed at least once)",
+    ]
+    if population["slot_waited_seconds"]:
+        lines.append(
+            f"  slots waited        {population['slot_waited_seconds']:.6g} slot-seconds "
+            "with no client available"
+        )
+    if fair["cv"] is not None:
+        chi = ""
+        if fair["chi_square"] is not None:
+            chi = f", chi-square {fair['chi_square']:.6g} on {fair['dof']} dof"
+            if fair["p_value"] is not None:
+                chi += f" (p = {fair['p_value']:.3g})"
+        lines.append(f"  selection fairness  CV {fair['cv']:.4g}, Jain {fair['jain']:.4g}{chi}")
+    lines.append("  by client speed decile (0: slowest)")
+    lines.append("    decile  speed from      to  clients  commits  mean staleness")
+    for row in population["staleness_by_speed_decile"]:
+        mean = row["staleness_mean"]
+        lines.append(
+            f"    {row['decile']:>6}  {row['speed_low']:>10.4g}  {row['speed_high']:>6.4g}"
+            f"  {row['clients']:>7,}  {row['commits']:>7,}  "
+            f"{'-' if mean is None else format(mean, '.4g'):>14}"
+        )
+    return lines
