@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._partition_specs import Dirichlet, Iid, Shards
+from ._partition_specs import Dirichlet, Iid, PartitionError, Shards
 from ._partition_summary import histogram, tv_distance
 
 
@@ -21,6 +21,8 @@ def sampled_shards(
 ) -> Shards:
     """Each of ``n`` workers' ``spec.samples`` examples (see the specs), grouped by worker."""
     m = spec.samples
+    if not labels.size:
+        raise PartitionError("samples", "the training set holds no example to draw from")
     if isinstance(spec, Iid):
         indices = rng.integers(0, labels.size, size=(n, m)).ravel()
     else:
@@ -54,7 +56,7 @@ def _dirichlet_sampled(
         cols = filled[rows] + (np.arange(total) - np.repeat(np.cumsum(take) - take, take))
         out[rows, cols] = drawn
         filled += take
-    return out.ravel()
+    return rng.permuted(out, axis=1).ravel()  # each shard in a random order, not by class
 
 
 def _by_speed_sampled(spec, indices, labels, n, m, n_classes, slowness) -> np.ndarray:
