@@ -108,6 +108,7 @@ def worker_evals_frame(trace: CommitTrace, out) -> Any:
     if not evals:
         return None
     parts = []
+    owners = out.worker_facts.get("eval_owners")  # a population's measured clients
     for k in sorted(evals):
         loss, accuracy = evals[k]["loss"], evals[k]["accuracy"]
         n = len(loss)
@@ -116,7 +117,7 @@ def worker_evals_frame(trace: CommitTrace, out) -> Any:
                 {
                     "commit": np.full(n, k, np.int64),
                     "time": np.full(n, float(trace.time[k]) if k >= 0 else 0.0),
-                    "worker": np.arange(n, dtype=np.int64),
+                    "worker": np.arange(n, dtype=np.int64) if owners is None else owners,
                     "loss": np.asarray(loss, np.float32),
                     "accuracy": np.asarray(accuracy, np.float32),
                 }
@@ -129,11 +130,15 @@ def worker_summary_frame(trace: CommitTrace, out) -> Any:
     """`worker_summary.parquet`: per worker, its commits among the applied ones and their
     share, its accepted commits (the rule's `weight` is not 0; every commit of a rule without
     one) and their share, its mean compute time (NaN: it never committed), and what it holds
-    (`Problem.worker_facts`: `shard_size`, the quadratic's `optimum_<i>`)."""
+    (`Problem.worker_facts`: `shard_size`, the quadratic's `optimum_<i>`). With a population
+    the rows are the clients (the data owners), not the slots."""
     import pandas as pd
 
-    n, m = trace.n_workers, out.n_commits
-    worker = np.asarray(trace.worker[:m], np.int64)
+    m = out.n_commits
+    if trace.client is None:
+        n, worker = trace.n_workers, np.asarray(trace.worker[:m], np.int64)
+    else:
+        n, worker = trace.n_clients, np.asarray(trace.client[:m], np.int64)
     weight = out.metrics.get("weight")
     accepted_mask = np.ones(m, bool) if weight is None else np.asarray(weight[:m]) != 0
     commits = np.bincount(worker, minlength=n)

@@ -102,12 +102,14 @@ def _run_real(expanded: ExpandedRun, kind: RunKind, progress, address) -> RunRes
     )
 
 
-def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> None:
+def preflight(
+    runs: list[ExpandedRun], source: str, *, needs: Iterable[str], backend: str = "sim"
+) -> None:
     """Every check that can fail before running, on every expanded run, before the first
     starts: the blocks running needs, the rule's hyperparameters, the problem's data (its
     files exist and give its sizes, its training set holds a batch), and how much work the
-    timing model would do (churn and slowdowns). Raises one ScenarioError listing every
-    problem."""
+    timing model would do (churn and slowdowns); a population on a real backend. Raises one
+    ScenarioError listing every problem."""
     from ._timing_only import check_batch_size, checked_cluster
 
     problems: list[str] = []
@@ -119,6 +121,11 @@ def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> 
         for block in needs:
             if getattr(scenario, block) is None:
                 problems.append(f"{block}: required by this command (add a `{block}:` block)")
+        if scenario.clients is not None and backend != "sim":
+            problems.append(
+                f"clients: --backend {backend} runs persistent workers only (a population's "
+                "processes serving clients are not built); allowed: --backend sim"
+            )
         try:
             if scenario.optimizer is not None:
                 config.build_rule(scenario)

@@ -91,6 +91,7 @@ def build_problem(scenario: Scenario):
             data=data,
             split=config.data_split(scenario),
             n_workers=config.data_owners(scenario),
+            eval_owners=scenario.eval.clients if scenario.clients is not None else None,
         )
     except problems.PartitionError as exc:
         raise ScenarioError(scenario.name, [split_field(scenario, exc)]) from None

@@ -108,14 +108,6 @@ def build_rule(scenario: Scenario) -> rules.Rule:
             scenario.name,
             ["optimizer: required to run (gemsim trace needs only workers and budget)"],
         )
-    if scenario.clients is not None:
-        raise ScenarioError(
-            scenario.name,
-            [
-                "clients: gradients for a population are not run yet; `gemsim trace` simulates "
-                "its timing (participation, fairness, staleness by speed)"
-            ],
-        )
     check_protocol(scenario)
     return scenario.optimizer.build()
 

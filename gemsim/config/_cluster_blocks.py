@@ -157,11 +157,14 @@ class EvalBlock(Block):
     """When the central variable is evaluated (every `every` commits and at the last) and on
     what: `subset` training examples for the training loss; where workers hold data of their
     own, at most `per_worker` examples of each worker's shard (a fixed sample chosen from the
-    seed; all of a smaller shard)."""
+    seed; all of a smaller shard); with a population, on at most `clients` of its clients'
+    data (a fixed sample chosen from the seed: evaluating every client of a large population
+    would cost more than the training)."""
 
     every: PositiveInt = 100
     subset: PositiveInt = 1000
     per_worker: Annotated[PositiveInt, ADDED] = 256
+    clients: Annotated[PositiveInt, ADDED] = 100
 
 
 class EngineBlock(Block):

@@ -5,7 +5,8 @@ Pydantic's schema describes the validated model; two forms the loader also accep
 a bare name for a block tagged by `name` or `kind` whose other fields all have defaults
 (`model: cnn` for `model: {name: cnn}`; not `protocol: ssp`, whose `bound` is required), and
 a mixture component whose weight sits beside the fields of its `<dist>` block. Where the
-loader takes YAML's `.inf` (`server.protocol.bound`), the schema takes +inf.
+loader takes YAML's `.inf` (`server.protocol.bound`), the schema takes +inf. With a
+`clients` block, `workers.count` may be left out (it is `clients.concurrency`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,21 @@ def scenario_json_schema() -> dict[str, Any]:
     defs = schema.get("$defs", {})
     _inline_mixture_weight(defs)
     _add_shorthands(schema, defs)
+    _count_from_clients(schema, defs)
     return schema
+
+
+def _count_from_clients(schema: dict[str, Any], defs: dict[str, Any]) -> None:
+    """`workers.count` is required unless the scenario has `clients` (the loader then takes
+    the slots' count from `clients.concurrency`)."""
+    workers = defs.get("WorkersBlock")
+    if workers is None or "count" not in workers.get("required", []):
+        return
+    workers["required"] = [name for name in workers["required"] if name != "count"]
+    schema.setdefault("allOf", []).append({
+        "if": {"not": {"required": ["clients"]}},
+        "then": {"properties": {"workers": {"required": ["count"]}}},
+    })  # fmt: skip
 
 
 def _tags(node: dict[str, Any], defs: dict[str, Any]) -> tuple[str, list[str]] | None:

@@ -7,7 +7,7 @@ parameters: `protocol: sync`, not `protocol: ssp`. Left out, the protocol is
 `async`, or `sync` for the `sync` rule (its rounds are barriers unless a protocol is given).
 
 Which rules accept which protocols: a rule that applies each commit as it comes (gem,
-downpour, staleness, softsync, agn, easgd, dcasgd, delay_adaptive, ringmaster, rennala,
+downpour, staleness, softsync, agn, easgd, dcasgd, delay_adaptive, ringmaster, rennala, malenia,
 fedbuff, fedasync, server_momentum, gap_aware, eamsgd, and a rule by import path whose `Rule`
 leaves `by_rounds` False) needs rounds of one commit: `async`, `ssp`, or `k_sync`/`k_async`
 with `k: 1`. A rule that updates by rounds (`sync`, `local`, or `by_rounds` True) accepts

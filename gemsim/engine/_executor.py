@@ -37,13 +37,54 @@ class EngineResult:
     worker_evals: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
     final_workers: dict[str, np.ndarray] = field(default_factory=dict)  # of the final variable
     worker_facts: dict[str, np.ndarray] = field(default_factory=dict)  # `Problem.worker_facts`
+    # The data owners (workers, or a population's clients) whose values `worker_evals` and
+    # `final_workers` hold, in their order; None: every one of the problem's, 0 .. n - 1.
+    worker_eval_owners: np.ndarray | None = None
 
 
-def evaluation(problem, theta: PyTree) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+def evaluation(
+    problem, theta: PyTree, owners: np.ndarray | None = None
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """The central variable's evaluation, on the host: its scalars (`Problem.evaluate`) and
     each worker's values (`Problem.evaluate_workers`, ``{}`` where workers have no data of
-    their own)."""
-    return jax.device_get((problem.evaluate(theta), problem.evaluate_workers(theta)))
+    their own).
+
+    `owners`: the data owners whose values are kept (`check_owners`), in that order; None:
+    every one. An empty selection skips `Problem.evaluate_workers` altogether (a population
+    of N clients would otherwise evaluate N data sets); a non-empty one keeps those entries of
+    the problem's evaluation of every owner (the problem evaluates them all)."""
+    if owners is not None and owners.size == 0:
+        return jax.device_get(problem.evaluate(theta)), {}
+    scalars, workers = jax.device_get((problem.evaluate(theta), problem.evaluate_workers(theta)))
+    return scalars, select_owners(workers, owners)
+
+
+def check_owners(owners) -> np.ndarray | None:
+    """The data owners a run's per-worker evaluation keeps: None (every one), or distinct ids
+    >= 0 as a 1-D int64 array (empty: none)."""
+    if owners is None:
+        return None
+    array = np.asarray(owners)
+    if array.ndim != 1 or (array.size and array.dtype.kind not in "iu"):
+        raise ValueError(f"eval_owners must be a 1-D array of ids, got {array.dtype} {array.shape}")
+    array = array.astype(np.int64)
+    if np.any(array < 0) or len(np.unique(array)) != array.size:
+        raise ValueError("eval_owners must hold distinct ids >= 0")
+    return array
+
+
+def select_owners(workers: dict, owners: np.ndarray | None) -> dict[str, np.ndarray]:
+    """The per-worker values of the given owners (None: all of them; none: ``{}``)."""
+    if owners is None or not workers:
+        return workers
+    if not owners.size:
+        return {}
+    for values in workers.values():
+        if owners.max() >= len(values):
+            raise ValueError(
+                f"eval_owners names data owner {int(owners.max())}; the problem has {len(values)}"
+            )
+    return {name: np.asarray(values)[owners] for name, values in workers.items()}
 
 
 class Executor(abc.ABC):
@@ -126,11 +167,14 @@ class Executor(abc.ABC):
         params: PyTree | None = None,
         progress: Progress | None = None,
         final_eval: bool = True,
+        eval_owners=None,
     ) -> EngineResult:
         """Run the plan; `problem`/`params` default to the ones given at construction.
 
         `final_eval=False` skips evaluating the final central variable when the plan's
         evaluations did not (its `final` is then empty): throughput benchmarks use it.
+        `eval_owners`: the data owners (workers, or a population's clients) whose per-worker
+        evaluation is kept (`evaluation`); None: every one, an empty array: none.
 
         If commit j is non-finite the run stops at the end of that chunk, and the first j
         commits are executed again (the run is deterministic) to recover the last finite
@@ -140,39 +184,51 @@ class Executor(abc.ABC):
         if plan.n_workers != self.n_workers:
             raise ValueError(f"plan has {plan.n_workers} workers, executor {self.n_workers}")
         problem = self.problem if problem is None else problem
-        carry, recorder = self._run(problem, params, plan, progress)
+        plan.check_data_owners(problem)
+        owners = check_owners(eval_owners)
+        carry, recorder = self._run(problem, params, plan, progress, owners)
         diverged_at = int(carry.diverged_at)
         if diverged_at >= 0:
             self._keep(carry)
             carry = self._last_finite(problem, params, plan, diverged_at)
-        result = engine_result(problem, carry, recorder, diverged_at, final_eval)
+        result = engine_result(problem, carry, recorder, diverged_at, final_eval, owners=owners)
         self._keep(carry)
         return result
 
-    def _run(self, problem, params, plan: ExecutionPlan, progress: Progress | None):
+    def _run(
+        self,
+        problem,
+        params,
+        plan: ExecutionPlan,
+        progress: Progress | None,
+        owners: np.ndarray | None = None,
+    ):
         carry, recorder = self.initial_carry(params), MetricsRecorder()
         inputs = step_inputs(plan)
         for start, stop in plan.segments(self.chunk):
             carry = self._run_segment(problem, carry, inputs, start, stop, plan, recorder)
             if bool(carry.diverged):
                 break
-            carry = self._host_actions(problem, carry, plan, stop - 1, recorder)
+            carry = self._host_actions(problem, carry, plan, stop - 1, recorder, owners)
             if progress is not None:
                 progress(stop, len(plan))
         return carry, recorder
 
     def _last_finite(self, problem, params, plan: ExecutionPlan, stop: int) -> Carry:
         """The carry after the first `stop` commits, stepping back further in the rare case
-        where theta overflowed although every update was finite."""
+        where theta overflowed although every update was finite (its evaluations are not
+        kept: none per worker)."""
         while True:
-            carry, _ = self._run(problem, params, plan.truncated(stop), None)
+            carry, _ = self._run(problem, params, plan.truncated(stop), None, _NONE)
             theta_ok = all(np.all(np.isfinite(x)) for x in jax.tree.leaves(carry.theta))
             if stop == 0 or (not bool(carry.diverged) and theta_ok):
                 return carry
             self._keep(carry)
             stop = int(carry.diverged_at) if bool(carry.diverged) else stop - 1
 
-    def _host_actions(self, problem, carry: Carry, plan: ExecutionPlan, k: int, recorder) -> Carry:
+    def _host_actions(
+        self, problem, carry: Carry, plan: ExecutionPlan, k: int, recorder, owners=None
+    ) -> Carry:
         rows = plan.host_fills.get(k)
         if rows is not None:
             padded = np.full(self.n_workers, self.n_workers, dtype=np.int32)
@@ -182,8 +238,11 @@ class Executor(abc.ABC):
             slots = self._fill(carry.slots, carry.theta, carry.server, padded, fresh)
             carry = carry._replace(slots=slots)
         if k in plan.eval_set:
-            recorder.add_eval(k, *evaluation(problem, carry.theta))
+            recorder.add_eval(k, *evaluation(problem, carry.theta, owners))
         return carry
+
+
+_NONE = np.zeros(0, np.int64)  # no data owner: no per-worker evaluation
 
 
 def engine_result(
@@ -194,10 +253,11 @@ def engine_result(
     final_eval: bool,
     *,
     length: int | None = None,
+    owners: np.ndarray | None = None,
 ) -> EngineResult:
     """A run's EngineResult from its final carry and recorded metrics (every executor's);
     `length`: the run's commits, where the recorder holds more (padding of runs executed
-    together)."""
+    together); `owners`: the data owners its per-worker evaluations keep (`evaluation`)."""
     metrics = recorder.columns(stop=diverged_at + 1 if diverged_at >= 0 else length)
     n_rows = len(next(iter(metrics.values()))) if metrics else 0
     last = max(recorder.evals) if recorder.evals else None
@@ -207,7 +267,7 @@ def engine_result(
     elif not final_eval:
         final = {}
     else:
-        final, workers = final_evaluation(problem, carry.theta)
+        final, workers = final_evaluation(problem, carry.theta, owners)
     return EngineResult(
         params=jax.device_get(carry.theta),
         status=Status.DIVERGED if diverged_at >= 0 else Status.OK,
@@ -220,12 +280,16 @@ def engine_result(
         worker_evals=recorder.worker_evals,
         final_workers=workers,
         worker_facts=problem.worker_facts(),
+        worker_eval_owners=owners,
     )
 
 
-def final_evaluation(problem, theta: PyTree) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+def final_evaluation(
+    problem, theta: PyTree, owners: np.ndarray | None = None
+) -> tuple[dict[str, float], dict[str, np.ndarray]]:
     """A run's final evaluation as `EngineResult` holds it: the scalars (with the per-worker
-    values summarised, `worker_summary`) and each worker's values."""
+    values summarised, `worker_summary`) and each worker's values (of `owners`, see
+    `evaluation`)."""
     recorder = MetricsRecorder()
-    recorder.add_eval(0, *evaluation(problem, theta))
+    recorder.add_eval(0, *evaluation(problem, theta, owners))
     return recorder.evals[0], recorder.worker_evals.get(0, {})

@@ -13,6 +13,12 @@ step for all of them. Each run keeps its own trace, seed, data streams and hyper
 - hyperparameters that differ between the runs (`lifted`) reach the rule as traced scalars:
   the rule is built inside the vmapped function from each run's values.
 
+Population runs (K slots serving N clients, `ExecutionPlan.population`) execute together as
+persistent ones do, each commit reading its client's data and writing a fresh rule state; a
+batch holds population runs only or persistent runs only (`_stack_inputs`): mixed, the
+persistent runs would need a run-time select in their commit, and their programs, and so
+their bits, would no longer be those of a run alone.
+
 A run that diverges does not stop the others; it is executed again alone by the sequential
 executor, so its status, diverging commit and last finite state are exactly those of a run
 executed on its own.
@@ -30,12 +36,20 @@ import numpy as np
 
 from gemsim.types import PyTree
 
-from ._executor import EngineResult, Progress, engine_result
+from ._executor import EngineResult, Progress, check_owners, engine_result, select_owners
 from ._layout import RowLayout, initial_slots, pull_rows
 from ._metrics import MetricsRecorder
 from ._plan import ExecutionPlan, split_at
 from ._sequential import SequentialExecutor
-from ._step import Carry, StepInput, commit_math, gradient_phase, loop_steps, step_piece
+from ._step import (
+    Carry,
+    StepInput,
+    commit_math,
+    data_owner,
+    gradient_phase,
+    loop_steps,
+    step_piece,
+)
 
 RuleOf = Callable[[Mapping[str, Any]], Any]
 """Builds the rule from the values of the lifted hyperparameters (floats or traced scalars)."""
@@ -45,12 +59,14 @@ RuleOf = Callable[[Mapping[str, Any]], Any]
 class RunInputs:
     """One of the runs executed together: its plan, its problem (its seed's keys), its initial
     parameters and its values of the lifted hyperparameters (Python floats; {} when none are
-    lifted)."""
+    lifted); `eval_owners`, the data owners whose per-worker evaluation it keeps
+    (`Executor.execute`; None: every one)."""
 
     plan: ExecutionPlan
     problem: Any
     params: PyTree
     hyper: Mapping[str, float]
+    eval_owners: Any = None
 
 
 class _RunState(NamedTuple):
@@ -63,7 +79,7 @@ class _RunState(NamedTuple):
 
 
 _TIME_MAJOR = StepInput(
-    commit=None, worker=0, staleness=0, first_step=0, active=0, round_end=0
+    commit=None, worker=0, staleness=0, first_step=0, active=0, round_end=0, client=0
 )  # vmap axes of one step's inputs: the commit index is the same for every run
 
 
@@ -79,7 +95,7 @@ class ManyRunsExecutor:
         self._singles: dict[tuple, SequentialExecutor] = {}
         self._chunk = jax.jit(self._chunk_fn, static_argnums=(6, 7), donate_argnums=2)
         self._fill = jax.jit(jax.vmap(self._fill_fn), donate_argnums=0)
-        self._eval = jax.jit(self._eval_fn, static_argnums=3)
+        self._eval = jax.jit(self._eval_fn, static_argnums=(3, 4))
         self._carry = jax.jit(jax.vmap(self._carry_fn))
 
     def _problem(self, shared, stacked, mask):
@@ -106,14 +122,17 @@ class ManyRunsExecutor:
             problem, rule = self._problem(shared, stacked, mask), self.rule_of(hyper)
             pulled = layout.unravel(row)
             work = gradient_phase(
-                rule, problem, pulled, inp.worker, inp.first_step, token=inp.commit
+                rule, problem, pulled, data_owner(inp), inp.first_step, token=inp.commit
             )
             return commit_math(rule, state, inp, work, spare, padded=padded)
+
+        # A persistent batch's inputs have no client (no leaf): its axis goes with it.
+        axes = _TIME_MAJOR if inputs.client is not None else _TIME_MAJOR._replace(client=None)
 
         def step(carry: Carry, rows, i):
             inp = jax.tree.map(lambda x: x[i], inputs)
             run_state = _RunState(carry.theta, carry.server, carry.diverged, carry.diverged_at)
-            done, out = jax.vmap(one, in_axes=(0, 0, 0, _TIME_MAJOR, 0))(
+            done, out = jax.vmap(one, in_axes=(0, 0, 0, axes, 0))(
                 stacked, run_state, rows, inp, hyper
             )
 
@@ -129,10 +148,10 @@ class ManyRunsExecutor:
     def _fill_fn(self, slots, theta, server, rows, fresh, hyper):
         return pull_rows(self.rule_of(hyper), self.layout, slots, theta, server, rows, fresh)
 
-    def _eval_fn(self, shared, stacked, theta, mask):
+    def _eval_fn(self, shared, stacked, theta, mask, per_worker=True):
         def one(stacked, theta):
             problem = self._problem(shared, stacked, mask)
-            return problem.evaluate(theta), problem.evaluate_workers(theta)
+            return problem.evaluate(theta), problem.evaluate_workers(theta) if per_worker else {}
 
         return jax.vmap(one)(stacked, theta)
 
@@ -155,6 +174,8 @@ class ManyRunsExecutor:
         for r in runs:
             if r.plan.n_workers != self.n_workers:
                 raise ValueError(f"plan has {r.plan.n_workers} workers, executor {self.n_workers}")
+            r.plan.check_data_owners(r.problem)
+        owners = [check_owners(r.eval_owners) for r in runs]
         shared, stacked, mask = _split_problems([r.problem for r in runs], self._treedef)
         problems = (shared, stacked, mask)
         hyper = _stack_hyper([r.hyper for r in runs])
@@ -172,12 +193,14 @@ class ManyRunsExecutor:
                 rec.add(jax.tree.map(lambda x, i=i, n=n: x[:n, i], out))
             if bool(np.all(np.asarray(carry.diverged))):
                 break
-            carry = self._host_actions(runs, problems, carry, hyper, stop - 1, recorders)
+            carry = self._host_actions(runs, problems, carry, hyper, stop - 1, recorders, owners)
             if progress is not None:
                 progress(stop, total)
-        return self._results(runs, carry, recorders)
+        return self._results(runs, carry, recorders, owners)
 
-    def _host_actions(self, runs, problems, carry: Carry, hyper, k: int, recorders) -> Carry:
+    def _host_actions(
+        self, runs, problems, carry: Carry, hyper, k: int, recorders, owners
+    ) -> Carry:
         n = self.n_workers
         fills = [r.plan.host_fills.get(k) for r in runs]
         if any(f is not None for f in fills):
@@ -192,13 +215,17 @@ class ManyRunsExecutor:
         wanted = [i for i, r in enumerate(runs) if k in r.plan.eval_set]
         if wanted:
             shared, stacked, mask = problems
-            values, workers = jax.device_get(self._eval(shared, stacked, carry.theta, mask))
+            # Per worker only where a run wants some owners' values (`Executor.execute`).
+            per_worker = any(owners[i] is None or owners[i].size for i in wanted)
+            values, workers = jax.device_get(
+                self._eval(shared, stacked, carry.theta, mask, per_worker)
+            )
             for i in wanted:
-                mine = {name: v[i] for name, v in workers.items()}
+                mine = select_owners({name: v[i] for name, v in workers.items()}, owners[i])
                 recorders[i].add_eval(k, {name: v[i] for name, v in values.items()}, mine)
         return carry
 
-    def _results(self, runs, carry: Carry, recorders) -> list[EngineResult]:
+    def _results(self, runs, carry: Carry, recorders, owners) -> list[EngineResult]:
         carry = jax.device_get(carry)
         results = []
         for i, run in enumerate(runs):
@@ -207,7 +234,15 @@ class ManyRunsExecutor:
                 continue
             mine = jax.tree.map(lambda x, i=i: x[i], carry)
             results.append(
-                engine_result(run.problem, mine, recorders[i], -1, True, length=len(run.plan))
+                engine_result(
+                    run.problem,
+                    mine,
+                    recorders[i],
+                    -1,
+                    True,
+                    length=len(run.plan),
+                    owners=owners[i],
+                )
             )
         return results
 
@@ -223,7 +258,9 @@ class ManyRunsExecutor:
                 n_workers=self.n_workers,
                 chunk=self.chunk,
             )
-        return self._singles[key].execute(run.plan, problem=run.problem, params=run.params)
+        return self._singles[key].execute(
+            run.plan, problem=run.problem, params=run.params, eval_owners=run.eval_owners
+        )
 
 
 SHARED_MIN_BYTES = 1 << 16
@@ -269,7 +306,14 @@ def _stack_hyper(hypers: Sequence[Mapping[str, float]]) -> dict[str, jax.Array]:
 
 def _stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
     """Every run's scan inputs, time-major ([total] commit index, [total, R] the rest),
-    padded to `total` steps with inactive steps (they change nothing, see `commit_math`)."""
+    padded to `total` steps with inactive steps (they change nothing, see `commit_math`);
+    a client column where the runs are populations' (all of them: see the module docstring)."""
+    populations = {p.population for p in plans}
+    if len(populations) > 1:
+        raise ValueError(
+            "runs executed together must all be populations' (a client column in their "
+            "traces) or all have persistent workers; execute these in separate batches"
+        )
 
     def column(values: np.ndarray, fill, dtype) -> np.ndarray:
         out = np.full(total, fill, dtype)
@@ -286,6 +330,7 @@ def _stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
         first_step=stacked("first_step", 0, np.int32),
         active=np.stack([np.arange(total) < len(p) for p in plans], axis=1),
         round_end=stacked("round_end", True, bool),
+        client=stacked("client", 0, np.int32) if populations == {True} else None,
     )
 
 

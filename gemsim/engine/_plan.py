@@ -10,6 +10,15 @@ state (`rules.pull_state`), with ``fresh`` when the pull starts a new worker lif
 trace's `fresh` column: a join or a restart). A fresh life is always a host fill, even when
 it pulls the version its worker's own last commit created. Version 0 is the initial slot
 content, which is the state of a fresh life.
+
+A population's trace (slots serving a population's clients: the trace's `client` column,
+`gemsim.timing.Population`) has one row per slot, never per client. Its plan keeps the client
+of each commit (`client`, the data owner whose batches the gradient reads) and counts each
+client's mini-batches in the client's own stream (`first_step`: the client's earlier commits
+times `window`), so a client's stream is a pure function of (seed, client, step) whichever
+slot runs its tasks. Every task belongs to its own client, so its rule state starts anew: a
+self fill gets the fresh state inside the compiled step (`_step.commit_math`, static on the
+inputs' `client`), and every host fill is fresh.
 """
 
 from __future__ import annotations
@@ -39,6 +48,33 @@ class ExecutionPlan:
     evals: np.ndarray  # sorted commit indices after which the central variable is evaluated
     n_workers: int
     round_end: np.ndarray  # bool[K]: the protocol closes a round at commit k
+    # A population's plan (None for persistent workers): int32[K] (one per commit), the client
+    # whose task commit k ends (the data owner its batches come from; `worker` is then the
+    # slot), and the population's size N.
+    client: np.ndarray | None = None
+    n_clients: int | None = None
+
+    @property
+    def population(self) -> bool:
+        """Whether the plan is a population's: rows are slots, data and rule state by task."""
+        return self.client is not None
+
+    def check_data_owners(self, problem) -> None:
+        """A population's plan reads the data of clients up to N - 1: refuse a problem that
+        says it holds fewer data owners (`Problem.worker_facts`; an index past a JAX array's
+        end is clamped, so a problem built for the slots would read another client's data
+        without an error). Persistent plans are not checked."""
+        if not self.population:
+            return
+        for name, values in problem.worker_facts().items():
+            if name == "eval_owners":  # the sample of owners evaluated, not one per owner
+                continue
+            if len(values) < self.n_clients:
+                raise ValueError(
+                    f"the problem holds data for {len(values)} data owners ({name}), the plan's "
+                    f"population has {self.n_clients} clients: build the problem with one "
+                    f"data owner per client (n_workers={self.n_clients})"
+                )
 
     @cached_property
     def eval_set(self) -> frozenset[int]:
@@ -61,6 +97,8 @@ class ExecutionPlan:
             evals=self.evals[self.evals < stop],
             n_workers=self.n_workers,
             round_end=self.round_end[:stop],
+            client=None if self.client is None else self.client[:stop],
+            n_clients=self.n_clients,
         )
 
     def waves(self, start: int, stop: int, max_width: int) -> list[tuple[int, int]]:
@@ -112,9 +150,15 @@ def make_plan(
     eval_every: int | None = None,
     fresh: np.ndarray | None = None,
     round_end: np.ndarray | None = None,
+    client: np.ndarray | None = None,
+    n_clients: int | None = None,
 ) -> ExecutionPlan:
     """Build the plan for a trace given as its `worker` and `pulled_version` columns, and its
-    `fresh` and `round_end` flags (None: their defaults, see `gemsim.trace`)."""
+    `fresh` and `round_end` flags (None: their defaults, see `gemsim.trace`).
+
+    A population's trace also gives its `client` column and `n_clients` (N): `worker` is then
+    the slot (`n_workers` = K), batches are counted per client and every host fill is fresh
+    (see the module docstring)."""
     worker = np.asarray(worker, dtype=np.int64)
     pulled = np.asarray(pulled_version, dtype=np.int64)
     n = len(worker)
@@ -127,16 +171,18 @@ def make_plan(
         raise ValueError("pulled_version must satisfy 0 <= pulled_version[k] <= k")
     if np.any(worker < 0) or np.any(worker >= n_workers):
         raise ValueError(f"worker ids must lie in [0, {n_workers})")
+    owner, n_owners = _data_owners(worker, n_workers, client, n_clients)
 
+    population = client is not None
     fill_self = np.zeros(n, dtype=bool)
     host: dict[int, list[tuple[int, bool]]] = {}
     last_commit = np.full(n_workers, -1, dtype=np.int64)
-    counts = np.zeros(n_workers, dtype=np.int64)
+    counts = np.zeros(n_owners, dtype=np.int64)  # batches by data owner (N small integers)
     first_step = np.empty(n, dtype=np.int64)
     for k in range(n):  # one pass; the trace is at most a few hundred thousand rows
-        w, v = worker[k], pulled[k]
-        first_step[k] = counts[w] * window
-        counts[w] += 1
+        w, v, o = worker[k], pulled[k], owner[k]
+        first_step[k] = counts[o] * window
+        counts[o] += 1
         prev = last_commit[w]
         if prev >= 0 and v <= prev:
             raise ValueError(
@@ -146,8 +192,8 @@ def make_plan(
         if v > 0:
             if prev >= 0 and v == prev + 1 and not fresh[k]:
                 fill_self[prev] = True
-            else:
-                host.setdefault(int(v - 1), []).append((int(w), bool(fresh[k])))
+            else:  # a population's task always starts a fresh rule state
+                host.setdefault(int(v - 1), []).append((int(w), bool(fresh[k]) or population))
         last_commit[w] = k
     evals = _eval_points(n, eval_every)
     return ExecutionPlan(
@@ -160,7 +206,32 @@ def make_plan(
         evals=evals,
         n_workers=int(n_workers),
         round_end=round_end,
+        client=owner.astype(np.int32) if population else None,
+        n_clients=n_owners if population else None,
     )
+
+
+def _data_owners(
+    worker: np.ndarray, n_workers: int, client: np.ndarray | None, n_clients: int | None
+) -> tuple[np.ndarray, int]:
+    """Whose data each commit reads, and how many data owners there are: the workers
+    themselves, or a population's clients."""
+    if client is None:
+        if n_clients is not None:
+            raise ValueError("n_clients is a population's: it needs the client column")
+        return worker, int(n_workers)
+    if n_clients is None:
+        raise ValueError("a client column needs n_clients, the population's size")
+    client = np.asarray(client)
+    if client.shape != worker.shape or (client.size and client.dtype.kind not in "iu"):
+        raise ValueError(
+            f"client must be one integer per commit ({worker.size}), got {client.dtype} "
+            f"{client.shape}"
+        )
+    client = client.astype(np.int64)
+    if np.any(client < 0) or np.any(client >= n_clients):
+        raise ValueError(f"client ids must lie in [0, {n_clients})")
+    return client, int(n_clients)
 
 
 def _eval_points(n: int, every: int | None) -> np.ndarray:
@@ -173,7 +244,7 @@ def _eval_points(n: int, every: int | None) -> np.ndarray:
 
 
 def plan_of(trace, *, window: int = 1, eval_every: int | None = None) -> ExecutionPlan:
-    """The plan of a `CommitTrace` (its columns and flags)."""
+    """The plan of a `CommitTrace` (its columns and flags, and a population's client column)."""
     return make_plan(
         trace.worker,
         trace.pulled_version,
@@ -182,4 +253,6 @@ def plan_of(trace, *, window: int = 1, eval_every: int | None = None) -> Executi
         eval_every=eval_every,
         fresh=trace.fresh,
         round_end=trace.round_end,
+        client=getattr(trace, "client", None),
+        n_clients=getattr(trace, "n_clients", None),
     )

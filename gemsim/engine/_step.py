@@ -1,6 +1,11 @@
 """The engine's step, in two phases: the worker's gradient work (local steps from its start
 point) and the atomic commit at the PS. The sequential executor runs them back to back in a
 compiled loop; the wavefront executor vmaps the first over a wave of commits, then scans the second.
+
+A population's steps (`StepInput.client` given; None for persistent workers, whose programs
+are those of a plan without one) read the batches of the commit's client, and write the
+committed row with a fresh rule state: the slot's next task belongs to a client of its own.
+Which of the two a program does is static, fixed by the inputs' structure.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gemsim.rules import CommitContext, Work
+from gemsim.rules import CommitContext, Work, pull_state
 from gemsim.types import PyTree
 
 from ._layout import RowLayout
@@ -32,6 +37,15 @@ class StepInput(NamedTuple):
     first_step: jax.Array  # int32[]: the commit's first mini-batch in the worker's stream
     active: jax.Array  # bool[]: False for the padding of a wave
     round_end: jax.Array  # bool[]: the protocol closes a round at this commit
+    # int32[]: a population's commit, the client whose task it ends (the data owner; `worker`
+    # is the slot). None for persistent workers: no leaf, so their programs are unchanged.
+    client: jax.Array | None = None
+
+
+def data_owner(inp: StepInput) -> jax.Array:
+    """Whose mini-batches the commit's gradient reads: its client in a population, else its
+    worker."""
+    return inp.worker if inp.client is None else inp.client
 
 
 class StepOutput(NamedTuple):
@@ -136,6 +150,11 @@ def commit_math(
         finite = finite | ~inp.active
         theta = _select(inp.active, theta, carry.theta)
         server = _select(inp.active, server, carry.server)
+    if inp.client is not None:
+        # A population: the slot's next task (a self fill, pulled at this commit) is a new
+        # client's, whose state starts anew, as at a host fill of a fresh life. Where the next
+        # task is not a self fill, a host fill overwrites the row before it is read.
+        ws = pull_state(rule, ws, theta, server, True)
     row_index = jnp.where(inp.active, inp.worker, spare)
     newly = ~finite & ~carry.diverged
     committed = Committed(
@@ -180,7 +199,7 @@ def make_step(rule, layout: RowLayout):
 
     def step(problem, carry: Carry, inp: StepInput):
         pulled = layout.read(carry.slots, inp.worker)
-        work = gradient_phase(rule, problem, pulled, inp.worker, inp.first_step)
+        work = gradient_phase(rule, problem, pulled, data_owner(inp), inp.first_step)
         return commit_phase(rule, layout, carry, inp, work)
 
     return step
@@ -208,7 +227,7 @@ def make_chunk(rule, layout: RowLayout, *, padded: bool = False):
 
         def step(carry: Carry, pulled, i):
             inp = jax.tree.map(lambda x: x[i], inputs)
-            work = gradient_phase(rule, problem, pulled, inp.worker, inp.first_step)
+            work = gradient_phase(rule, problem, pulled, data_owner(inp), inp.first_step)
             carry, out = commit_phase(rule, layout, carry, inp, work, padded=padded)
             return carry, layout.read(carry.slots, next_workers[i]), out
 
@@ -249,14 +268,15 @@ def step_piece(inputs: StepInput, start: int, stop: int, size: int, spare: int):
         out[:n] = x[start:stop]
         return out
 
-    piece = StepInput(*(padded(x) for x in inputs))
+    piece = StepInput(*(None if x is None else padded(x) for x in inputs))
     following = np.full((size, *inputs.worker.shape[1:]), spare, np.int32)
     following[: n - 1] = inputs.worker[start + 1 : stop]
     return piece, following
 
 
 def step_inputs(plan) -> StepInput:
-    """The step inputs of a whole plan (numpy; cut into pieces by the executors)."""
+    """The step inputs of a whole plan (numpy; cut into pieces by the executors); `client`
+    only for a population's plan."""
     return StepInput(
         commit=np.arange(len(plan), dtype=np.int32),
         worker=plan.worker,
@@ -264,6 +284,7 @@ def step_inputs(plan) -> StepInput:
         first_step=plan.first_step,
         active=np.ones(len(plan), dtype=bool),
         round_end=plan.round_end,
+        client=plan.client,
     )
 
 

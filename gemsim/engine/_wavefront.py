@@ -3,6 +3,8 @@ version, so every commit of a wave (see `ExecutionPlan.waves`) has its gradient 
 once, vmapped across workers; the cheap commits are then applied in order in a `lax.scan`.
 
 Waves are padded to power-of-two widths so that at most log2(n) + 1 programs are compiled.
+A population's waves are waves of slots (a wave never holds one slot twice), each member's
+gradient on its client's data (`_step.data_owner`).
 This pays off where a vmapped gradient is much cheaper per sample than one at a time (an
 accelerator); on a small CPU the sequential executor is faster (benchmarks/RESULTS.md).
 """
@@ -14,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._executor import Executor
-from ._step import Carry, StepInput, commit_phase, gradient_phase
+from ._step import Carry, StepInput, commit_phase, data_owner, gradient_phase
 
 
 def width_bucket(m: int) -> int:
@@ -47,7 +49,7 @@ class WavefrontExecutor(Executor):
         rule, layout = self.rule, self.layout
         rows = carry.slots[jnp.where(inp.active, inp.worker, self.n_workers)]
         work = jax.vmap(lambda r, w, s: gradient_phase(rule, problem, layout.unravel(r), w, s))(
-            rows, inp.worker, inp.first_step
+            rows, data_owner(inp), inp.first_step
         )
 
         def body(c, member):

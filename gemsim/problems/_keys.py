@@ -49,6 +49,9 @@ class KeyTag(IntEnum):
     WORKER_EVAL = 10
     """Choice of the fixed sample of each worker's shard that ``evaluate_workers`` measures
     (host)."""
+    EVAL_OWNERS = 11
+    """Choice of the data owners (a population's clients) that ``evaluate_workers`` measures
+    when not all of them are (host)."""
 
 
 def derive_key(seed: int, tag: KeyTag) -> jax.Array:

@@ -15,7 +15,7 @@ from gemsim.types import PyTree
 from . import _quadratic, _supervised
 from ._batch import Batch
 from ._datasets import Dataset, load_dataset
-from ._keys import KeyTag, derive_key
+from ._keys import KeyTag, derive_key, host_rng
 from ._model_imports import ModelError
 from ._models import build_model
 from ._npz import DataError, check_arrays, npz_headers
@@ -142,6 +142,11 @@ class Problem:
         workers hold shards, ``optimum`` (float32 ``[n, dim]``, the c_w) for the
         heterogeneous quadratic; ``{}`` otherwise."""
         facts = {}
+        owners = self.data.get("eval_owners")
+        if owners is None and "worker_eval" in self.data:
+            owners = self.data["worker_eval"].get("owners")
+        if owners is not None:  # the owners `evaluate_workers` measures, when not all
+            facts["eval_owners"] = np.asarray(owners, np.int64)
         if "shard_offsets" in self.data:
             facts["shard_size"] = np.diff(np.asarray(self.data["shard_offsets"], np.int64))
         if "centres" in self.data:
@@ -278,7 +283,7 @@ def _n_params(model, data: Dataset, batch_size: int) -> int:
 
 
 def _supervised_fields(
-    model, dataset, batch_size: int, seed: int, eval_subset: int, data, split, n_workers, per
+    model, dataset, batch_size: int, seed: int, eval_subset: int, data, split, n_workers, sample
 ):
     model, factory_data = resolve_model(model)
     data = _resolve_data(model, dataset, seed, data, factory_data)
@@ -289,7 +294,19 @@ def _supervised_fields(
         )
     n_params = _n_params(model, data, batch_size)
     shards = _shards(data, split, n_workers, seed, batch_size)
-    return model, _supervised.build(data, batch_size, seed, eval_subset, n_params, shards, per)
+    per, owners = sample
+    return model, _supervised.build(
+        data, batch_size, seed, eval_subset, n_params, shards, per, owners
+    )
+
+
+def eval_owner_ids(seed: int, n_owners: int | None, most: int | None) -> np.ndarray | None:
+    """The data owners `evaluate_workers` measures when they are fewer than all: ``most`` of
+    them, drawn once from the seed, increasing; None when every owner is measured."""
+    if most is None or n_owners is None or most >= n_owners:
+        return None
+    chosen = host_rng(seed, KeyTag.EVAL_OWNERS).choice(n_owners, size=most, replace=False)
+    return np.sort(chosen).astype(np.int32)
 
 
 def _shards(data: Dataset, split: DataSplit | None, n_workers, seed: int, batch_size: int):
@@ -322,6 +339,7 @@ def make_problem(
     split: DataSplit | None = None,
     n_workers: int | None = None,
     eval_per_worker: int = 256,
+    eval_owners: int | None = None,
 ) -> Problem:
     """Builds a problem: loads the data onto the device and fixes every random stream.
 
@@ -347,6 +365,8 @@ def make_problem(
         heterogeneity).
       eval_per_worker: examples of each worker's shard that ``evaluate_workers`` measures
         at most (a fixed sample chosen from the seed; all of a smaller shard).
+      eval_owners: how many data owners ``evaluate_workers`` measures at most (a
+        population's clients: a fixed sample chosen from the seed); None: every one.
 
     Returns:
       The :class:`Problem`.
@@ -359,13 +379,22 @@ def make_problem(
       FileNotFoundError: data files are missing (the message says how to get them).
     """
     _check_args(model, dataset, batch_size, seed, eval_subset, data, eval_per_worker)
+    owners = eval_owner_ids(seed, n_workers, eval_owners)
     if isinstance(model, Quadratic):
         if split is not None and split.splits:
             raise ValueError("make_problem: the quadratic has no data set to split")
-        fields = _quadratic.build(model, batch_size, seed, n_workers)
+        fields = _quadratic.build(model, batch_size, seed, n_workers, owners)
     else:
         model, fields = _supervised_fields(
-            model, dataset, batch_size, seed, eval_subset, data, split, n_workers, eval_per_worker
+            model,
+            dataset,
+            batch_size,
+            seed,
+            eval_subset,
+            data,
+            split,
+            n_workers,
+            (eval_per_worker, owners),
         )
     problem = Problem(
         model=model, dataset=dataset, batch_size=batch_size, init_params=None, **fields

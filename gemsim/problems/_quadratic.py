@@ -67,9 +67,12 @@ def quadratic_curvature(spec: Quadratic) -> np.ndarray:
     return (spec.condition**exponents).astype(np.float32)
 
 
-def build(spec: Quadratic, batch_size: int, seed: int, n_workers: int | None) -> dict[str, Any]:
+def build(
+    spec: Quadratic, batch_size: int, seed: int, n_workers: int | None, owners=None
+) -> dict[str, Any]:
     """The fields of a quadratic :class:`Problem` but ``init_params`` (a heterogeneous one
-    needs ``n_workers``, its optima's number)."""
+    needs ``n_workers``, its optima's number; ``owners``: the workers `evaluate_workers`
+    measures, where not all)."""
     data = {
         "h": jnp.asarray(quadratic_curvature(spec)),
         "noise_key": derive_key(seed, KeyTag.NOISE),
@@ -82,6 +85,8 @@ def build(spec: Quadratic, batch_size: int, seed: int, n_workers: int | None) ->
                 "per worker)"
             )
         data["centres"] = jnp.asarray(worker_optima(spec, seed, n_workers))
+        if owners is not None:
+            data["eval_owners"] = jnp.asarray(owners, jnp.int32)
     return dict(
         train_size=batch_size,
         test_size=0,
@@ -145,11 +150,14 @@ def evaluate_workers(problem: Problem, params: PyTree) -> dict[str, jax.Array]:
     ``{}`` when every worker shares one optimum."""
     if "centres" not in problem.data:
         return {}
-    losses = worker_losses(problem, params).astype(jnp.float32)
+    losses = worker_losses(problem, params, problem.data.get("eval_owners")).astype(jnp.float32)
     return {"loss": losses, "accuracy": jnp.full(losses.shape, jnp.nan, jnp.float32)}
 
 
-def worker_losses(problem: Problem, params: PyTree) -> jax.Array:
-    """Each worker's own loss at ``params`` (a heterogeneous quadratic), float32 ``[n]``."""
+def worker_losses(problem: Problem, params: PyTree, owners=None) -> jax.Array:
+    """Each worker's own loss at ``params`` (a heterogeneous quadratic), float32 ``[n]``, or
+    the ``owners``' only."""
     h, centres = problem.data["h"], problem.data["centres"]
+    if owners is not None:
+        centres = centres[owners]
     return 0.5 * jnp.sum(h[None, :] * (params["theta"][None, :] - centres) ** 2, axis=1)

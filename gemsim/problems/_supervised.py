@@ -166,6 +166,16 @@ def worker_eval_sample(
     return example, worker, weight
 
 
+def _owners_shards(shards: Shards, owners: np.ndarray) -> Shards:
+    """The shards of ``owners`` alone, in their order (owner i of the result is owners[i])."""
+    from ._partition_specs import Shards
+
+    sizes = shards.sizes[owners]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    indices = np.concatenate([shards.shard(int(w)) for w in owners]) if len(owners) else []
+    return Shards(np.asarray(indices, np.int64), offsets)
+
+
 def to_device(data: Dataset) -> Dataset:
     """The data set's arrays on the default device (arrays already there are not copied)."""
     return data._replace(
@@ -184,10 +194,12 @@ def build(
     n_params: int,
     shards: Shards | None = None,
     per_worker: int = 256,
+    owners: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The fields of a :class:`Problem` with a data set, but ``init_params``; with ``shards``
     each worker streams its own shard (`batch`), and `evaluate_workers` measures at most
-    ``per_worker`` examples of each (`worker_eval_sample`)."""
+    ``per_worker`` examples of each (`worker_eval_sample`), of the ``owners`` only where
+    given (a population's sample of clients)."""
     device = to_device(data)
     chosen = eval_indices(seed, len(data.y_train), eval_subset)
     arrays = {
@@ -205,12 +217,15 @@ def build(
         # int32: indices and offsets below 2**31 (a training set of at most 2**31 examples)
         arrays["shard_indices"] = jnp.asarray(shards.indices, jnp.int32)
         arrays["shard_offsets"] = jnp.asarray(shards.offsets, jnp.int32)
-        example, worker, weight = worker_eval_sample(shards, seed, per_worker)
+        measured = shards if owners is None else _owners_shards(shards, owners)
+        example, worker, weight = worker_eval_sample(measured, seed, per_worker)
         arrays["worker_eval"] = {
             **_chunks(example),
             "worker": jnp.asarray(worker),
             "weight": jnp.asarray(weight),
         }
+        if owners is not None:
+            arrays["worker_eval"]["owners"] = jnp.asarray(owners, jnp.int32)
     return dict(
         train_size=len(data.y_train),
         test_size=len(data.y_test),
@@ -309,7 +324,8 @@ def evaluate_workers(problem: Problem, params: PyTree) -> dict[str, jax.Array]:
     data = problem.data
     if "worker_eval" not in data:
         return {}
-    sample, n = data["worker_eval"], data["shard_offsets"].shape[0] - 1
+    sample = data["worker_eval"]
+    n = sample["owners"].shape[0] if "owners" in sample else data["shard_offsets"].shape[0] - 1
     loss, correct = _split_examples(fns(problem), params, data["x_train"], data["y_train"], sample)
     held = sample["weight"] > 0  # padding: an example's loss counted for no worker
 

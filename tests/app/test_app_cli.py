@@ -175,6 +175,11 @@ def test_the_json_schema_validates_every_bundled_scenario():
     # and it is a schema, not a tautology: it refuses what the loader refuses
     bad = {**QUAD, "workers": {"count": 3, "compute": {"dist": "gamma", "mean": 1.0}}}
     assert list(validator.iter_errors(bad))
+    # workers.count may be left out with a population (it is clients.concurrency), not without
+    no_count = {**QUAD, "workers": {"compute": QUAD["workers"]["compute"]}}
+    assert list(validator.iter_errors(no_count))
+    population = {**no_count, "clients": {"population": 50, "concurrency": 5}}
+    assert not list(validator.iter_errors(population))
 
 
 def test_version_help_and_python_dash_m():

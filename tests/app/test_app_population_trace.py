@@ -96,13 +96,60 @@ def test_a_weighted_selection_draws_in_proportion_to_the_shards(tmp_path):
     assert report["population"]["fairness"]["p_value"] > 1e-3
 
 
-def test_running_gradients_of_a_population_is_refused_for_now(tmp_path):
-    doc = population_doc()
-    doc["problem"] = {"model": {"name": "quadratic", "dim": 4}, "batch_size": 1}
+def quadratic_population(**engine) -> dict:
+    doc = population_doc(churn=CHURN, speed={"dist": "lognormal", "median": 1.0, "sigma": 0.5})
+    doc["clients"].update(population=60, concurrency=4)
+    doc["budget"] = {"commits": 400}
+    doc["problem"] = {"model": {"name": "quadratic", "dim": 4, "heterogeneity": 1.0}}
     doc["optimizer"] = {"rule": "gem", "lr": 0.05}
-    result = CliRunner().invoke(app, ["run", str(write(tmp_path, doc)), "--out", str(tmp_path)])
+    doc["eval"] = {"every": 100, "clients": 10}
+    doc["repeats"] = 2
+    doc["engine"] = engine
+    return doc
+
+
+def _run(tmp_path, doc, name):
+    from gemsim import results
+
+    out = tmp_path / name
+    result = CliRunner().invoke(
+        app, ["run", str(write(tmp_path, doc, f"{name}.yaml")), "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    runs = [results.read_run(d) for d in out.iterdir() if d.is_dir() and d.name[0] != "."]
+    return sorted(runs, key=lambda r: r.trace.sha256())  # the repeats in one order
+
+
+def test_a_population_runs_its_gradients_by_client_on_every_executor_path(tmp_path):
+    alone = _run(tmp_path, quadratic_population(executor="sequential", many_runs="off"), "alone")
+    waves = _run(tmp_path, quadratic_population(executor="wavefront", many_runs="off"), "waves")
+    together = _run(tmp_path, quadratic_population(executor="sequential", many_runs=2), "many")
+    for a, b, c in zip(alone, waves, together, strict=True):
+        assert a.run_id == c.run_id  # running together is not part of a run's identity
+        for name, value in a.params.items():
+            np.testing.assert_array_equal(value, b.params[name])
+            np.testing.assert_array_equal(value, c.params[name])
+    run = alone[0]
+    trace = run.trace
+    assert trace.n_clients == 60 and trace.n_workers == 4
+    summary = run.worker_summary
+    # One row per client (the data owners), not per slot; its commits are the trace's.
+    assert list(summary.worker) == list(range(60))
+    np.testing.assert_array_equal(summary.commits, np.bincount(trace.client, minlength=60))
+    np.testing.assert_array_equal(summary.filter(like="optimum_").to_numpy(), run.worker_optima())
+    evals = run.worker_evals
+    chosen = sorted(set(evals.worker))
+    assert len(chosen) == 10 and set(chosen) <= set(range(60))  # eval.clients of them
+
+
+def test_a_population_on_a_real_backend_is_refused_before_running(tmp_path):
+    path = write(tmp_path, quadratic_population())
+    result = CliRunner().invoke(
+        app, ["run", str(path), "--backend", "process", "--out", str(tmp_path / "o")]
+    )
     assert result.exit_code == 2, result.output
-    assert "clients" in result.output
+    assert "clients: --backend process runs persistent workers only" in result.output
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
 
 
 @pytest.mark.parametrize(

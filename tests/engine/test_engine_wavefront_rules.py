@@ -19,6 +19,7 @@ RULES = {
     "delay_adaptive": rules.delay_adaptive(lr=0.02, tau_c=2.0),
     "ringmaster": rules.ringmaster(lr=0.02, threshold=3),
     "rennala": rules.rennala(lr=0.05, batch=3),
+    "malenia": rules.malenia(lr=0.05, batch=3),
     "fedbuff": rules.fedbuff(lr=0.02, window=2, buffer=3, server_lr=0.9),
     "fedasync": rules.fedasync(lr=0.02, alpha=0.5, rho=0.1, window=2),
     "server_momentum": rules.server_momentum(lr=0.01, momentum=0.9, implicit_correction=True),
@@ -30,6 +31,7 @@ RULES = {
 DIAGNOSTICS = {
     "ringmaster": ("delay",),
     "rennala": ("delay",),
+    "malenia": ("delay",),
     "fedbuff": ("delay",),
     "fedasync": ("mixing",),
     "gap_aware": ("gap_max", "frac_penalized"),

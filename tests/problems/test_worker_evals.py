@@ -156,3 +156,39 @@ def test_the_summary_across_workers():
     np.testing.assert_allclose(list(got.values()), expected, rtol=1e-6)
     quadratic = engine.worker_summary({"loss": loss, "accuracy": np.full(4, np.nan)})
     assert np.isnan([quadratic[k] for k in engine.WORKER_SUMMARY if "accuracy" in k]).all()
+
+
+def test_a_sample_of_the_owners_is_measured_as_each_would_be_alone():
+    """A population evaluates `eval_owners` of its clients: each measured owner's values are
+    those the full evaluation gives it (every shard smaller than `per_worker`, so both
+    measure whole shards), and the sample is a fixed draw from the seed."""
+    arrays, many = _arrays(), 12
+    split = DataSplit(problems.Iid(samples=9))
+    build = lambda owners: problems.make_problem(  # noqa: E731
+        problems.Logistic(), None, 4, SEED, data=arrays, split=split, n_workers=many,
+        eval_per_worker=16, eval_owners=owners,
+    )  # fmt: skip
+    full, part = build(None), build(5)
+    params = full.init_params
+    owners = part.worker_facts()["eval_owners"]
+    assert len(owners) == 5 and np.all(np.diff(owners) > 0) and owners.max() < many
+    assert "eval_owners" not in full.worker_facts()
+    np.testing.assert_array_equal(owners, build(5).worker_facts()["eval_owners"])
+    every, some = full.evaluate_workers(params), part.evaluate_workers(params)
+    for name in ("loss", "accuracy"):
+        assert some[name].shape == (5,)
+        np.testing.assert_allclose(some[name], np.asarray(every[name])[owners], rtol=1e-6)
+
+
+def test_the_heterogeneous_quadratic_measures_its_sample_of_owners():
+    spec = problems.Quadratic(dim=3, heterogeneity=1.0)
+    full = problems.make_problem(spec, None, 1, SEED, n_workers=30)
+    part = problems.make_problem(spec, None, 1, SEED, n_workers=30, eval_owners=4)
+    owners = part.worker_facts()["eval_owners"]
+    params = {"theta": np.full(3, 0.5, np.float32)}
+    np.testing.assert_array_equal(
+        part.evaluate_workers(params)["loss"],
+        np.asarray(full.evaluate_workers(params)["loss"])[owners],
+    )
+    # The central loss still averages every owner's.
+    assert part.evaluate(params)["train_loss"] == full.evaluate(params)["train_loss"]
