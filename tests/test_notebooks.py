@@ -37,8 +37,8 @@ CELL_TIMEOUT_S = 300
 STARTUP_TIMEOUT_S = 300
 # The simulated notebooks, the longest first.
 POOLED = [
-    "02_paper_figures.ipynb", "01_quickstart.ipynb", "05_bring_your_own.ipynb",
-    "03_latency_sweeps.ipynb",
+    "02_paper_figures.ipynb", "06_heterogeneous_data.ipynb", "01_quickstart.ipynb",
+    "05_bring_your_own.ipynb", "03_latency_sweeps.ipynb",
 ]  # fmt: skip
 AT_ONCE = 2
 
@@ -139,6 +139,7 @@ CHECKS = {
     # Starts real worker processes from the kernel and validates their run.
     "04_sim_vs_real.ipynb": _check_sim_vs_real,
     "05_bring_your_own.ipynb": _check_quick,
+    "06_heterogeneous_data.ipynb": _check_quick,
 }
 SLOW = {"02_paper_figures.ipynb", "04_sim_vs_real.ipynb"}
 
