@@ -1,7 +1,8 @@
 """A population's run as `gemsim trace` reports it (no gradient): participation, selection
 fairness (the chi-square against each client's time up, so that uniform selection among the
 available clients is judged fairly) and staleness by client speed decile; and the per-client
-table (`clients.parquet`) that the run folder and `gemsim trace --out` keep.
+table (`clients.parquet`, `gemsim trace --out`), whose columns a run's worker summary also
+has.
 """
 
 from __future__ import annotations
@@ -37,24 +38,48 @@ def up_seconds(spec: timing.ClusterSpec, simulation: timing.Simulation, seed: in
     return timing.client_up_seconds(spec.population, seed, simulation.trace.duration)
 
 
+def client_columns(spec: timing.ClusterSpec, simulation: timing.Simulation, seed: int):
+    """Each client's speed factor, tasks started, completed and lost, and time up (arrays
+    indexed by client id); None without a population."""
+    clients = simulation.clients
+    if clients is None:
+        return None
+    return {
+        "speed": clients.speed,
+        "started": clients.started,
+        "completed": clients.completed,
+        "lost": clients.lost,
+        "up_seconds": up_seconds(spec, simulation, seed),
+    }
+
+
+def run_clients(scenario, trace) -> dict[str, Any] | None:
+    """`client_columns` of a simulated population's run, for its worker summary: the timing
+    model is run again (a few tenths of a second next to the gradients) for what the trace
+    does not hold, the tasks started and lost. None without a population, or where the
+    trace is not the timing model's (a replay of another trace)."""
+    if scenario.clients is None or trace.client is None:
+        return None
+    from ._trace_store import TimingInputs
+
+    inputs = TimingInputs.of(scenario)
+    simulation = timing.simulate_run(
+        inputs.spec, seed=inputs.seed, schedule_seed=inputs.schedule_seed
+    )
+    if simulation.trace.sha256() != trace.sha256():
+        return None
+    return client_columns(inputs.spec, simulation, inputs.seed)
+
+
 def write_clients(folder: Path, spec: timing.ClusterSpec, simulation: timing.Simulation, seed):
     """Write the per-client table of a population's run into `folder`; the path, or None
     without a population."""
     import pandas as pd
 
-    clients = simulation.clients
-    if clients is None:
+    columns = client_columns(spec, simulation, seed)
+    if columns is None:
         return None
-    table = pd.DataFrame(
-        {
-            "client": range(len(clients.speed)),
-            "speed": clients.speed,
-            "started": clients.started,
-            "completed": clients.completed,
-            "lost": clients.lost,
-            "up_seconds": up_seconds(spec, simulation, seed),
-        }
-    )
+    table = pd.DataFrame({"client": range(len(columns["speed"])), **columns})
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / CLIENTS_FILE
     table.to_parquet(path, index=False)

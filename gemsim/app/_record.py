@@ -19,6 +19,7 @@ from gemsim.trace import CommitTrace
 from gemsim.types import PyTree, Status
 
 from ._identity import RunKind, run_id_of, run_identity
+from ._population_report import run_clients
 from ._provenance import provenance, utc_now
 
 EVAL_COLUMNS = ("train_loss", "test_loss", "test_accuracy")
@@ -126,12 +127,13 @@ def worker_evals_frame(trace: CommitTrace, out) -> Any:
     return pd.concat(parts, ignore_index=True)
 
 
-def worker_summary_frame(trace: CommitTrace, out) -> Any:
+def worker_summary_frame(trace: CommitTrace, out, clients: Mapping[str, Any] | None = None) -> Any:
     """`worker_summary.parquet`: per worker, its commits among the applied ones and their
     share, its accepted commits (the rule's `weight` is not 0; every commit of a rule without
     one) and their share, its mean compute time (NaN: it never committed), and what it holds
     (`Problem.worker_facts`: `shard_size`, the quadratic's `optimum_<i>`). With a population
-    the rows are the clients (the data owners), not the slots."""
+    the rows are the clients (the data owners), not the slots, and `clients`
+    (`run_clients`) adds each one's `speed`, tasks `started` and `lost`, and `up_seconds`."""
     import pandas as pd
 
     m = out.n_commits
@@ -159,6 +161,10 @@ def worker_summary_frame(trace: CommitTrace, out) -> Any:
     if "optimum" in facts:
         optima = np.asarray(facts["optimum"])
         table.update({f"optimum_{i}": optima[:, i] for i in range(optima.shape[1])})
+    if clients is not None:
+        table.update(
+            {k: np.asarray(clients[k]) for k in ("speed", "started", "lost", "up_seconds")}
+        )
     return pd.DataFrame(table)
 
 
@@ -260,7 +266,7 @@ def run_result(
         metrics_frame(trace, out),
         params,
         worker_evals=worker_evals_frame(trace, out),
-        worker_summary=worker_summary_frame(trace, out),
+        worker_summary=worker_summary_frame(trace, out, run_clients(who.expanded.scenario, trace)),
     )
 
 

@@ -58,7 +58,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "plot_run_folder",
             "plot_staleness_hist",
         ],
-        "._worker_plots": ["plot_class_accuracy", "plot_worker_accuracy"],
+        "._worker_plots": ["plot_class_accuracy", "plot_participation", "plot_worker_accuracy"],
         "._run_folder": [
             "RunResult",
             "is_finished",

@@ -329,9 +329,11 @@ def _joined(parts: list[pd.DataFrame], columns: list[str], first: Sequence[str])
 
 
 WORKER_SUMMARY_COLUMNS = ("worker", "commits", "commit_share", "accepted", "accepted_share",
-                          "mean_compute_time", "shard_size")  # fmt: skip
-"""Columns of ``worker_summary.parquet`` (``shard_size`` where workers hold shards), before
-the heterogeneous quadratic's ``optimum_<i>``."""
+                          "mean_compute_time", "shard_size", "speed", "started", "lost",
+                          "up_seconds")  # fmt: skip
+"""Columns of ``worker_summary.parquet`` (``shard_size`` where workers hold shards; ``speed``
+to ``up_seconds`` for a population's clients), before the heterogeneous quadratic's
+``optimum_<i>``."""
 WORKER_EVAL_COLUMNS = ("commit", "time", "worker", "loss", "accuracy")
 """Columns of ``workers.parquet``."""
 
@@ -348,7 +350,10 @@ def load_worker_summary(
     accepted commits), ``mean_compute_time`` (of its commits, from the trace; NaN for a
     worker that never committed), ``shard_size`` (training examples it holds) where the run
     splits its data, and ``optimum_0, optimum_1, ...`` (its optimum c_w) for the
-    heterogeneous quadratic (`gemsim.results.worker_optima`).
+    heterogeneous quadratic (`gemsim.results.worker_optima`). A population's rows are its
+    clients (``worker`` is the client id), with ``speed`` (the client's speed factor),
+    ``started`` and ``lost`` (its tasks started, and lost when it went down) and
+    ``up_seconds`` (its time up within the run) beside; ``plot_participation`` draws them.
 
     Args:
         out_dir: a results folder, or one run folder.

@@ -25,6 +25,7 @@ from gemsim.results._frames import (
     class_accuracy_columns,
     load_results,
     load_worker_evals,
+    load_worker_summary,
     run_manifests,
 )
 from gemsim.results._plot_common import (
@@ -50,7 +51,11 @@ from gemsim.results._plot_common import (
     with_group,
 )
 from gemsim.results._run_folder import MANIFEST_FILE, atomic_write_bytes
-from gemsim.results._worker_plots import plot_class_accuracy, plot_worker_accuracy
+from gemsim.results._worker_plots import (
+    plot_class_accuracy,
+    plot_participation,
+    plot_worker_accuracy,
+)
 
 # --------------------------------------------------------------------------- the figures
 
@@ -369,9 +374,10 @@ def _folder_jobs(results: pd.DataFrame, runs: dict[str, tuple[Path, dict]]) -> l
     return jobs
 
 
-def _worker_data_jobs(results: pd.DataFrame, workers: pd.DataFrame) -> list:
+def _worker_data_jobs(results: pd.DataFrame, workers: pd.DataFrame, summary: pd.DataFrame) -> list:
     """Per-class accuracy against time, one figure per configuration (its repeats averaged);
-    each worker's accuracy (the quadratic: loss) on its own data against its speed."""
+    each worker's accuracy (the quadratic: loss) on its own data against its speed; a
+    population's tasks per client against the client's speed."""
     jobs: list[tuple[str, Any]] = []
     if class_accuracy_columns(results.columns) and "time" in results.columns:
         labels = short_labels(results)
@@ -387,6 +393,8 @@ def _worker_data_jobs(results: pd.DataFrame, workers: pd.DataFrame) -> list:
         y = "accuracy" if workers["accuracy"].notna().any() else "loss"
         draw = lambda ax: plot_worker_accuracy(workers, y=y, ax=ax)
         jobs.append((f"worker_{y}_vs_speed.png", draw))
+    if not summary.empty and "speed" in summary.columns:
+        jobs.append(("participation_vs_speed.png", lambda ax: plot_participation(summary, ax=ax)))
     return jobs
 
 
@@ -407,7 +415,9 @@ def plot_run_folder(
     each class's test accuracy against virtual time per configuration
     (``class_accuracy_<run_id>.png``, named by its first repeat); where workers have
     data of their own, each worker's accuracy on it (the quadratic: its loss) at the
-    last evaluation against its mean compute time (``worker_accuracy_vs_speed.png``).
+    last evaluation against its mean compute time (``worker_accuracy_vs_speed.png``); for
+    a population, each client's tasks completed against its speed factor
+    (``participation_vs_speed.png``).
 
     Args:
         out_dir: a results folder of run folders, or one run folder (with its
@@ -426,8 +436,9 @@ def plot_run_folder(
         runs = {r: v for r, v in runs.items() if v[0].resolve() == out_dir.resolve()}
     results = load_results(root)
     workers = load_worker_evals(out_dir if one_run else root)
+    summary = load_worker_summary(out_dir if one_run else root)
     results = results[results["run_id"].isin(runs)] if one_run else results
     if results.empty:
         return []
-    jobs = _folder_jobs(results, runs) + _worker_data_jobs(results, workers)
+    jobs = _folder_jobs(results, runs) + _worker_data_jobs(results, workers, summary)
     return sorted(_save(dest, name, draw) for name, draw in jobs)

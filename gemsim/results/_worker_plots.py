@@ -4,8 +4,10 @@
 :func:`gemsim.results.load_results` frame: a class that only slow workers hold lags behind
 under a rule that follows the fast workers. ``plot_worker_accuracy`` draws each worker's
 accuracy on its own data at the last evaluation against its mean compute time, from a
-:func:`gemsim.results.load_worker_evals` frame (the speed-data picture). Both follow the
-other plots' form, ``plot_x(frame, ..., ax=None, **kw) -> Axes``.
+:func:`gemsim.results.load_worker_evals` frame (the speed-data picture).
+``plot_participation`` draws a population's tasks per client against the client's speed, from
+a :func:`gemsim.results.load_worker_summary` frame. All follow the other plots' form,
+``plot_x(frame, ..., ax=None, **kw) -> Axes``.
 """
 
 from __future__ import annotations
@@ -112,5 +114,56 @@ def plot_worker_accuracy(
         ax.set_xscale("log")
     ax.set_xlabel(WORKER_X_LABELS.get(x, x))
     ax.set_ylabel(f"{y} on the worker's own data (last evaluation)")
+    add_legend(ax, hue or "configuration")
+    return ax
+
+
+PARTICIPATION_Y_LABELS = {
+    "commits": "tasks completed (committed)",
+    "started": "tasks started",
+    "lost": "tasks lost (the client went down)",
+}
+
+
+def plot_participation(
+    summary: pd.DataFrame,
+    x: str = "speed",
+    y: str = "commits",
+    hue: str | None = None,
+    *,
+    bins: int = 10,
+    logx: bool = True,
+    ax: Axes | None = None,
+    **kw: Any,
+) -> Axes:
+    """A population's participation against client speed: one faint point per (run,
+    client), and per group a line through the mean of ``y`` in each of ``bins`` equal-count
+    bins of ``x`` (deciles by default), at the bin's median ``x``. Under uniform selection a
+    slow client is chosen as often as a fast one but holds its slot longer, so fewer of the
+    tasks completed are its; churn adds tasks lost.
+
+    Args:
+        summary: frame from ``load_worker_summary`` of population runs (its ``speed``,
+            ``started``, ``lost``, ``up_seconds`` columns; the rows are clients).
+        x: ``"speed"`` (the client's speed factor), ``"up_seconds"`` or any numeric column.
+        y: ``"commits"``, ``"started"``, ``"lost"`` or any numeric column.
+        hue: column whose values get one colour each; None: one per configuration.
+        bins: equal-count bins of ``x`` for the mean line.
+        logx: log-scale the x axis (speed factors are usually log-normal).
+    """
+    require_columns(summary, [x, y, "run_id"], "plot_participation")
+    ax = ensure_axes(ax)
+    points = with_group(summary.dropna(subset=[x, y]), hue)
+    for label, rows in points.groupby("_group", sort=True, observed=True):
+        (line,) = ax.plot([], [], marker="o", label=str(label), **kw)
+        colour = line.get_color()
+        ax.scatter(rows[x], rows[y], s=4, alpha=0.15, color=colour, linewidths=0)
+        binned = pd.qcut(rows[x].rank(method="first"), min(bins, len(rows)), labels=False)
+        means = rows.groupby(binned).agg(x=(x, "median"), y=(y, "mean"))
+        line.set_data(means["x"], means["y"])
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel("client's speed factor" if x == "speed" else x)
+    ax.set_ylabel(f"{PARTICIPATION_Y_LABELS.get(y, y)} per client")
     add_legend(ax, hue or "configuration")
     return ax

@@ -142,6 +142,31 @@ def test_a_population_runs_its_gradients_by_client_on_every_executor_path(tmp_pa
     assert len(chosen) == 10 and set(chosen) <= set(range(60))  # eval.clients of them
 
 
+def test_a_runs_clients_are_those_gemsim_trace_reports_and_their_plot(tmp_path):
+    from gemsim import results
+
+    doc = quadratic_population(executor="sequential", many_runs="off")
+    doc["repeats"] = 1
+    (run,) = _run(tmp_path, doc, "run")
+    (report,) = trace_scenario(write(tmp_path, doc, "t.yaml"), out=tmp_path / "t")
+    assert report["trace_sha256"] == run.trace.sha256()
+    traced = pd.read_parquet(report["clients_path"])
+    summary = run.worker_summary
+    for column in ("speed", "started", "lost", "up_seconds"):
+        np.testing.assert_array_equal(summary[column], traced[column])
+    np.testing.assert_array_equal(summary.commits, traced.completed)
+    assert summary.started.sum() == 400 + summary.lost.sum() + 4  # 4 slots busy at the end
+    # The plot: a point per client, and each speed decile's mean tasks (6 clients a decile).
+    frame = results.load_worker_summary(tmp_path / "run")
+    ax = results.plot_participation(frame)
+    assert len(ax.collections[0].get_offsets()) == 60
+    order = np.argsort(frame.speed.to_numpy(), kind="stable")
+    deciles = frame.commits.to_numpy()[order].reshape(10, 6).mean(axis=1)
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), deciles)
+    written = results.plot_run_folder(tmp_path / "run")
+    assert "participation_vs_speed.png" in {p.name for p in written}
+
+
 def test_a_population_on_a_real_backend_is_refused_before_running(tmp_path):
     path = write(tmp_path, quadratic_population())
     result = CliRunner().invoke(

@@ -1,0 +1,233 @@
+"""Client populations end to end (issue 37): the timing model's rate, the engine's memory and
+speed with N clients against the same run with persistent workers, and a million clients.
+
+Three cases, each run by `gemsim run` as users run it (default settings), every one in a
+process of its own whose peak resident memory (Linux's VmHWM) is reported:
+
+1. Timing alone: ``benchmarks/timing.py``'s population cases (K = 1,000 slots serving
+   N = 100,000 churning clients); the bar is >= 50,000 commits/s.
+2. Engine: the paper's CNN on MNIST-5k, GEM, 3,000 commits, K = 100 slots serving
+   N = 100,000 clients of a Dirichlet(0.5) partition (64 examples drawn per client), against
+   `workers: {count: 100}` holding the same kind of shards. The bars: peak RSS within 1.2x of
+   the persistent run's, samples per second (commits x batch / the run's wall seconds) at
+   least 0.9x of it. Each run twice, as users meet it: with an empty compilation cache (a
+   first run compiles) and again with the cache it filled.
+3. A million clients of the quadratic (dim 10), K = 1,000 slots, 20,000 commits, churn: runs
+   to the end on this machine; time and memory reported.
+
+Usage::
+
+    python benchmarks/population.py          # a table
+    python benchmarks/population.py --json   # one JSON object
+    python benchmarks/population.py --quick  # smaller cases, to check the script
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+RSS_BAR, SPEED_BAR = 1.2, 0.9
+SLOT = {"dist": "lognormal", "median": 0.1, "sigma": 0.5}
+CHURN = {
+    "uptime": {"dist": "exponential", "mean": 300.0},
+    "downtime": {"dist": "exponential", "mean": 30.0},
+}
+
+
+def cnn_doc(population: int | None, slots: int, commits: int) -> dict[str, Any]:
+    """The engine case: `population` clients (None: persistent workers) on `slots`."""
+    doc: dict[str, Any] = {
+        "name": "population-cnn" if population else "persistent-cnn",
+        "seed": 1,
+        "workers": {"count": slots, "compute": SLOT},
+        "budget": {"commits": commits},
+        "problem": {
+            "model": {"name": "cnn"},
+            "dataset": {"name": "mnist-5k"},
+            "batch_size": 32,
+            "partition": {"name": "dirichlet", "alpha": 0.5, "samples": 64},
+        },
+        "optimizer": {"rule": "gem", "lr": 0.05},
+        "eval": {"every": 1000},
+    }
+    if population:
+        doc["clients"] = {
+            "population": population,
+            "concurrency": slots,
+            "speed": {"dist": "lognormal", "median": 1.0, "sigma": 0.5},
+        }
+    return doc
+
+
+def million_doc(population: int, slots: int, commits: int) -> dict[str, Any]:
+    return {
+        "name": "population-quadratic",
+        "seed": 1,
+        "workers": {"compute": SLOT},
+        "clients": {
+            "population": population,
+            "concurrency": slots,
+            "speed": {"dist": "lognormal", "median": 1.0, "sigma": 0.5},
+            "churn": CHURN,
+        },
+        "budget": {"commits": commits},
+        "problem": {"model": {"name": "quadratic", "dim": 10}},
+        "optimizer": {"rule": "gem", "lr": 0.01},
+        "eval": {"every": commits},
+    }
+
+
+def child(doc: dict[str, Any]) -> dict[str, Any]:
+    """Run one scenario in this process with `gemsim.app.run_file` and report it."""
+    from gemsim.app import run_file
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "scenario.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        start = time.perf_counter()
+        run_file(path, out=Path(folder) / "out", quiet=True)
+        total = time.perf_counter() - start
+        (manifest,) = Path(folder, "out").glob("*/manifest.json")
+        record = json.loads(manifest.read_text())
+    commits = record["n_commits"]
+    batch = doc["problem"].get("batch_size", 1)
+    return {
+        "name": doc["name"],
+        "status": record["status"],
+        "commits": commits,
+        "run_wall_s": record["wall_seconds"],
+        "total_wall_s": total,
+        "samples_per_s": commits * batch / record["wall_seconds"],
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def peak_rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status (Linux only)")
+
+
+def in_child(doc: dict[str, Any], cache: Path | None = None) -> dict[str, Any]:
+    """`child(doc)` in a process of its own; `cache` its compilation cache folder (None: a
+    fresh one, so the run compiles)."""
+    with tempfile.TemporaryDirectory() as fresh:
+        env = {**os.environ, "GEMSIM_CACHE_DIR": str(cache or fresh)}
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", json.dumps(doc)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def cold_and_warm(doc: dict[str, Any]) -> dict[str, Any]:
+    """The run with an empty compilation cache (a first run: it compiles), then again with
+    the cache the first filled (a later run: it compiles nothing)."""
+    with tempfile.TemporaryDirectory() as cache:
+        cold = in_child(doc, Path(cache))
+        warm = in_child(doc, Path(cache))
+    return {"cold": cold, "warm": warm}
+
+
+def timing_case(quick: bool) -> dict[str, Any]:
+    argv = [sys.executable, str(HERE / "timing.py"), "--population-only", "--json"]
+    if quick:
+        argv += ["--commits", "20000", "--repeats", "1"]
+    out = subprocess.run(argv, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)["population"]
+
+
+def run(quick: bool) -> dict[str, Any]:
+    n, commits = (2_000, 300) if quick else (100_000, 3_000)
+    population = cold_and_warm(cnn_doc(n, 100, commits))
+    persistent = cold_and_warm(cnn_doc(None, 100, commits))
+    engine = {"population": population, "persistent": persistent}
+    for cache in ("cold", "warm"):
+        pop, per = population[cache], persistent[cache]
+        rss = pop["peak_rss_mib"] / per["peak_rss_mib"]
+        speed = pop["samples_per_s"] / per["samples_per_s"]
+        engine[cache] = {
+            "rss_ratio": rss,
+            "speed_ratio": speed,
+            "rss_bar_met": rss <= RSS_BAR,
+            "speed_bar_met": speed >= SPEED_BAR,
+        }
+    big = (20_000, 1_000, 2_000) if quick else (1_000_000, 1_000, 20_000)
+    return {
+        "machine": f"{platform.processor() or platform.machine()}, {platform.node()}",
+        "timing": timing_case(quick),
+        "engine": engine,
+        "million": {"clients": big[0], "slots": big[1], **in_child(million_doc(*big))},
+    }
+
+
+def table(report: dict[str, Any]) -> str:
+    eng, big = report["engine"], report["million"]
+    lines = ["timing alone (benchmarks/timing.py, population cases)"]
+    for r in report["timing"]["results"]:
+        lines.append(
+            f"  N = {r['n_clients']:>9,}  K = {r['slots']:>5,}  network+service "
+            f"{'on ' if r['network_and_service'] else 'off'}  {r['commits_per_s']:>9,.0f} "
+            f"commits/s  peak {r['peak_rss_mib']:.0f} MiB"
+        )
+    lines.append(
+        f"  bar >= 50,000 commits/s: {'met' if report['timing']['bar_met'] else 'NOT met'}"
+    )
+    lines.append("engine (CNN, MNIST-5k, GEM, K = 100)")
+    for cache in ("cold", "warm"):
+        lines.append(f"  compilation cache {cache}")
+        for key in ("population", "persistent"):
+            r = eng[key][cache]
+            lines.append(
+                f"    {r['name']:<15} {r['status']:<4} {r['commits']:>6} commits  run "
+                f"{r['run_wall_s']:7.1f} s  {r['samples_per_s']:8.0f} samples/s  "
+                f"peak {r['peak_rss_mib']:6.0f} MiB"
+            )
+        bars = eng[cache]
+        lines.append(
+            f"    peak RSS ratio {bars['rss_ratio']:.3f} (bar <= {RSS_BAR}: "
+            f"{'met' if bars['rss_bar_met'] else 'NOT met'}), samples/s ratio "
+            f"{bars['speed_ratio']:.3f} (bar >= {SPEED_BAR}: "
+            f"{'met' if bars['speed_bar_met'] else 'NOT met'})"
+        )
+    lines.append(
+        f"quadratic, N = {big['clients']:,}, K = {big['slots']:,}: {big['status']}, "
+        f"{big['commits']:,} commits, run {big['run_wall_s']:.1f} s, whole command "
+        f"{big['total_wall_s']:.1f} s, peak {big['peak_rss_mib']:.0f} MiB"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="small cases (checks the script)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(json.loads(args.child))))
+        return 0
+    report = run(args.quick)
+    print(json.dumps(report, indent=2) if args.json else table(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
