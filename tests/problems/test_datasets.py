@@ -9,6 +9,7 @@ import pytest
 
 from gemsim.problems import MNIST_MEAN, MNIST_STD, SPLIT_SEED, Synthetic
 from gemsim.problems._datasets import (
+    _digits_table,
     _mnist5k_table,
     load_digits,
     load_mnist5k,
@@ -72,6 +73,25 @@ def test_digits():
     assert data.x_train.dtype == np.float32 and data.y_train.dtype == np.int32
     assert abs(float(data.x_train.mean())) < 1e-5 and float(data.x_train.std()) == pytest.approx(1)
     assert set(np.unique(data.y_test)) == set(range(10))
+
+
+def test_digits_are_scikit_learns_own_without_importing_it():
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits as sklearn_digits
+
+    bunch = sklearn_digits()
+    table = _digits_table()
+    np.testing.assert_array_equal(table[:, :-1], bunch.data)
+    np.testing.assert_array_equal(table[:, -1].astype(np.int64), bunch.target)
+    # and reading them imports no scikit-learn (its import is a second of every run's start)
+    code = (
+        "import sys; from gemsim.problems._datasets import load_digits; load_digits(); "
+        "print(any(m == 'sklearn' or m.startswith('sklearn.') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_synthetic_is_a_function_of_the_seed():
