@@ -1,6 +1,8 @@
 """What a bundled scenario is stays what it was: every expanded run's id, and the traces and
 parameters of a few runs cut to 200 commits, against the values recorded in
-`bundled_identities.json` (by `benchmarks/scenario_hashes.py`, whose cut this repeats).
+`bundled_identities.json` (ids and traces as `benchmarks/scenario_hashes.py` records them,
+whose cut this repeats; parameters as values, compared within a tolerance that every
+instruction set meets).
 Fields added since (a partition, a group's data, a quadratic's heterogeneity) are left out of
 a resolved configuration while they hold their defaults, so they change no run id.
 `scenarios/timing/availability.yaml` is left out: its file's absolute path is part of its
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gemsim import config
@@ -47,7 +50,14 @@ def test_bundled_traces_are_the_same_commits(name):
     assert simulate_timing(_cut(name)).sha256() == RECORDED["traces"][name]
 
 
-@pytest.mark.bitexact
-@pytest.mark.parametrize("name", sorted(RECORDED["params"]))
+@pytest.mark.parametrize("name", sorted(RECORDED["param_values"]))
 def test_bundled_quadratic_runs_reach_the_same_parameters(name):
-    assert run(_cut(name)).manifest["params_sha256"] == RECORDED["params"][name]
+    # Values within 1e-5 of their scale, not a hash: XLA's CPU code rounds differently where
+    # the instruction set has no FMA (SSE4.2, AVX: these runs' last bits differ from AVX2's
+    # and AVX-512's, 5e-7 of the scale after 200 commits), so a recorded hash would hold on
+    # some hosts only. A change of behaviour moves them by far more.
+    params = run(_cut(name)).params
+    for leaf, recorded in RECORDED["param_values"][name].items():
+        now, recorded = np.asarray(params[leaf], np.float64).ravel(), np.asarray(recorded)
+        assert now.shape == recorded.shape, leaf
+        assert np.abs(now - recorded).max() <= 1e-5 * np.abs(recorded).max(), leaf
