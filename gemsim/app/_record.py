@@ -243,10 +243,15 @@ def run_result(
     worker_events: tuple[dict[str, Any], ...] = (),
     wall_seconds: float | None = None,
     trace_note: Mapping[str, Any] | None = None,
+    clients: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """The record of a finished run from the engine's output `out` (its wall time measured
-    from `started`, a `time.perf_counter()` value, unless `wall_seconds` gives it)."""
+    from `started`, a `time.perf_counter()` value, unless `wall_seconds` gives it). A
+    population's per-client columns come from `clients` (a real run's), else from the timing
+    model (`run_clients`)."""
     params = flat_params(out.params)
+    if clients is None:
+        clients = run_clients(who.expanded.scenario, trace)
     wall = time.perf_counter() - started if wall_seconds is None else wall_seconds
     manifest = run_manifest(
         who,
@@ -266,7 +271,7 @@ def run_result(
         metrics_frame(trace, out),
         params,
         worker_evals=worker_evals_frame(trace, out),
-        worker_summary=worker_summary_frame(trace, out, run_clients(who.expanded.scenario, trace)),
+        worker_summary=worker_summary_frame(trace, out, clients),
     )
 
 

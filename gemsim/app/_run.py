@@ -97,19 +97,43 @@ def _run_real(expanded: ExpandedRun, kind: RunKind, progress, address) -> RunRes
     done = real.run_backend(kind.value, real_job(scenario), progress=progress, address=address)
     events = tuple(dataclasses.asdict(e) for e in done.events)
     who = RunIdentity.of(expanded, kind)
+    clients = real_clients(scenario, done)
     return run_result(
-        who, done.trace, done.result, started=started, started_at=started_at, worker_events=events
+        who,
+        done.trace,
+        done.result,
+        started=started,
+        started_at=started_at,
+        worker_events=events,
+        clients=clients,
     )
 
 
-def preflight(
-    runs: list[ExpandedRun], source: str, *, needs: Iterable[str], backend: str = "sim"
-) -> None:
+def real_clients(scenario: Scenario, done) -> dict | None:
+    """The per-client columns of a real population's run, for its worker summary (as a
+    simulated run's, `client_columns`): the speeds and counts the server kept, and each
+    client's time up within the run's duration; None for persistent workers."""
+    if done.clients is None:
+        return None
+    from gemsim import timing
+
+    report = done.clients
+    population = config.build_cluster(scenario).population
+    return {
+        "speed": report.speed,
+        "started": report.started,
+        "completed": report.completed,
+        "lost": report.lost,
+        "up_seconds": timing.client_up_seconds(population, scenario.seed, done.trace.duration),
+    }
+
+
+def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> None:
     """Every check that can fail before running, on every expanded run, before the first
     starts: the blocks running needs, the rule's hyperparameters, the problem's data (its
     files exist and give its sizes, its training set holds a batch), and how much work the
-    timing model would do (churn and slowdowns); a population on a real backend. Raises one
-    ScenarioError listing every problem."""
+    timing model would do (churn and slowdowns). Raises one ScenarioError listing every
+    problem."""
     from ._timing_only import check_batch_size, checked_cluster
 
     problems: list[str] = []
@@ -121,11 +145,6 @@ def preflight(
         for block in needs:
             if getattr(scenario, block) is None:
                 problems.append(f"{block}: required by this command (add a `{block}:` block)")
-        if scenario.clients is not None and backend != "sim":
-            problems.append(
-                f"clients: --backend {backend} runs persistent workers only (a population's "
-                "processes serving clients are not built); allowed: --backend sim"
-            )
         try:
             if scenario.optimizer is not None:
                 config.build_rule(scenario)

@@ -202,7 +202,7 @@ def sweep(
 ) -> list[SweepRow]:
     """Check every run, skip the finished ones (`resume`), execute the rest, write their
     folders as they arrive; the summary rows in sweep order."""
-    preflight(runs, source, needs=("problem", "optimizer"), backend=backend)
+    preflight(runs, source, needs=("problem", "optimizer"))
     kind = RunKind(backend)
     who = [RunIdentity.of(expanded, kind) for expanded in runs]
     rows: list[SweepRow | None] = [None] * len(who)

@@ -4,7 +4,8 @@
 actors, across machines) run the same protocol: the parameter server applies each worker's
 work atomically, in arrival order, with the engine's own compiled commit; the workers run
 the engine's own gradient phase. Replaying the recorded trace in the engine must then give
-the same parameters.
+the same parameters. A population (`clients:`) runs on both: the workers are slots serving
+the clients the server chooses (`_clients.py`).
 """
 
 from __future__ import annotations

@@ -4,6 +4,11 @@ A worker runs `gradient_phase` on the row the parameter server wrote for it and 
 result back as one flat float32 vector; the server applies it with `commit_phase`. Both are
 the engine's own (`gemsim.engine`), so a real run and the replay of its trace compute every
 commit with the same code and differ only where XLA fuses differently.
+
+A population's run (`population`: the rows are slots serving clients) reads each task's
+batches from its client (the data owner given to `gradient`) and commits with a client in the
+`StepInput`, so that the committed row gets a fresh rule state, as the engine's population
+steps do (`engine.commit_math`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class Compiled:
     rule: Any
     problem: Any
     n_workers: int
+    population: bool
     layout: RowLayout
     work_size: int
     _unravel_work: Any
@@ -42,7 +48,7 @@ class Compiled:
     _pull: Any
 
     @staticmethod
-    def of(rule, problem, n_workers: int) -> Compiled:
+    def of(rule, problem, n_workers: int, *, population: bool = False) -> Compiled:
         params = problem.init_params
         ws_row = jax.tree.map(lambda a: a[0], rule.init(params, n_workers).workers)
         layout = RowLayout.of(params, ws_row)
@@ -68,6 +74,7 @@ class Compiled:
             rule=rule,
             problem=problem,
             n_workers=n_workers,
+            population=population,
             layout=layout,
             work_size=int(flat.size),
             _unravel_work=unravel,
@@ -78,9 +85,10 @@ class Compiled:
 
     # --- worker side -------------------------------------------------------------------
 
-    def gradient(self, row: np.ndarray, worker: int, first_step: int) -> np.ndarray:
-        """The worker's work from its row, flat (blocks until computed)."""
-        flat = self._gradient(self.problem, row, np.int32(worker), np.int32(first_step))
+    def gradient(self, row: np.ndarray, owner: int, first_step: int) -> np.ndarray:
+        """The work from a row on the batches of data owner `owner` (the worker, or a
+        population's client) from its mini-batch `first_step`, flat (blocks until computed)."""
+        flat = self._gradient(self.problem, row, np.int32(owner), np.int32(first_step))
         return np.asarray(flat)
 
     # --- server side -------------------------------------------------------------------
@@ -113,6 +121,8 @@ class Compiled:
             first_step=np.int32(0),  # unused by the commit
             active=np.bool_(True),
             round_end=np.bool_(True),  # the real backends are asynchronous
+            # Its value is not read by the commit, only whether there is one (static).
+            client=np.int32(0) if self.population else None,
         )
         carry, out, row = self._commit(carry, inp, flat_work)
         return carry, jax.device_get(out), np.asarray(row)

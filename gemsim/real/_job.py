@@ -21,13 +21,14 @@ class RealJob:
             must be picklable (a module-level function or a partial of one), since
             worker processes share nothing with the server but what is sent to them.
         spec: the cluster: worker count, compute laws (used with `emulate_latency`),
-            joins, failures, budget and window. Network and service laws are not
-            emulated: the real run has its own.
+            joins, failures, budget and window, or a population (its workers are then the
+            slots). Network and service laws are not emulated: the real run has its own.
         seed: the scenario seed; the emulated delays are drawn from the timing model's
             own per-worker streams, so that worker w sleeps what the simulator draws.
         emulate_latency: each computation lasts at least the compute time the timing
             model draws for it (the worker sleeps the rest); computations lost to a kill
-            use up their draws, as in the simulator.
+            use up their draws, as in the simulator. A population's slot draws from its own
+            stream, divided by its task's client's speed factor.
         name: for process titles and messages.
     """
 
@@ -39,7 +40,13 @@ class RealJob:
 
     @property
     def n_workers(self) -> int:
+        """The worker processes: persistent workers, or a population's slots (K)."""
         return len(self.spec.workers)
+
+    @property
+    def population(self) -> bool:
+        """Whether the workers are slots serving a population's clients."""
+        return self.spec.population is not None
 
 
 @dataclass(frozen=True)
@@ -52,3 +59,4 @@ class RealRun:
     events: tuple[WorkerEvent, ...]
     backend: str
     wall_seconds: float
+    clients: timing.ClientReport | None = None  # a population's per-client counts

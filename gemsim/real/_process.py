@@ -21,6 +21,16 @@ worker that dies by itself is seen at once (its pipe closes) and recorded; the r
 with the others. Whatever happens,
 every worker process is stopped and the shared memory released before this returns.
 
+A population (`clients:`): the worker processes are K slots, never killed on a schedule
+(clients come and go, not slots). A free slot gets a task for a client the server chooses
+(`_clients.ClientPool`: the timing model's calendar, speeds and selection): the `go` message
+names the client, whose batches the slot reads from the client's own counter, and the emulated
+compute is divided by the client's speed. A slot that takes a task right at its own commit
+goes on from the committed row (whose rule state the commit made fresh); any other task (after
+a loss or a wait) pulls the version of that moment, fresh: the trace's `fresh` flags then say
+what the engine's population plan expects. Work whose client went down before the server took
+it is lost: not committed, counted per client (`RealRun.clients`).
+
 Interrupts: workers start with SIGINT blocked and then ignore it (Ctrl-C reaches the whole
 process group; the server decides), SIGTERM ends one at once. The server's compilations and
 final evaluation run off the main thread (gemsim/real/_background.py), so a KeyboardInterrupt
@@ -47,6 +57,7 @@ from gemsim._spawn import starting_child
 from gemsim.types import Progress
 
 from ._background import Background, in_background
+from ._clients import ClientPool
 from ._compiled import Compiled
 from ._job import RealJob, RealRun
 from ._server import ServerBook, WorkerEvent
@@ -65,7 +76,9 @@ STOP_TIMEOUT_S = 5.0  # all workers together, to leave after `stop`; then they a
 class _Worker:
     process: mp.Process
     conn: Connection
-    state: str  # starting | ready | working | stopped (told to) | exited (after stop) | dead
+    # starting | ready | working | waiting (a population's slot with no client) | stopped
+    # (told to) | exited (after stop) | dead
+    state: str
     since: float  # when the state began (run clock)
 
 
@@ -83,6 +96,8 @@ class ProcessBackend:
         self._seq = 0
         self._t0 = 0.0
         self._restarting: set[int] = set()
+        population = job.spec.population
+        self.pool = None if population is None else ClientPool(population, job.seed, job.n_workers)
 
     def run(self) -> RealRun:
         job = self.job
@@ -114,6 +129,7 @@ class ProcessBackend:
             events=tuple(self.book.events),
             backend=self.name,
             wall_seconds=time.perf_counter() - started,
+            clients=None if self.pool is None else self.pool.report(),
         )
 
     # --- processes ---------------------------------------------------------------------
@@ -177,6 +193,8 @@ class ProcessBackend:
         x.process.join()
         x.conn.close()
         x.state = "dead"
+        if self.pool is not None:
+            self.pool.drop(w, self._clock())
         self._pending = [p for p in self._pending if p[2] != w]
         heapq.heapify(self._pending)
         self.book.events.append(WorkerEvent(self._clock(), w, event, detail))
@@ -199,8 +217,11 @@ class ProcessBackend:
                     self._go(w, pull=True)  # a restarted worker, or one that joins late
             if self.book.done(now) or self._finished():
                 return
+            self._wake_slots(now)
             self._check_stalls(now)
             wake = upcoming.time - now if upcoming is not None else 0.5
+            if self.pool is not None and self.pool.waiting:  # when a client may come up
+                wake = min(wake, self.pool.wake_at - now)
             self._receive(timeout=min(max(wake, 0.0), 0.5))
             self._serve_pending()
 
@@ -237,11 +258,16 @@ class ProcessBackend:
 
     def _finished(self) -> bool:
         """No worker can commit any more and none is due to (re)start (a restart's process
-        is started when its worker goes down)."""
+        is started when its worker goes down), nor a population's waiting slot to get a
+        client (none is due to come up)."""
         busy = any(x.state in ("starting", "ready", "working") for x in self._workers.values())
-        return not busy and not self._pending
+        waiting = self.pool is not None and bool(self.pool.waiting)
+        return not busy and not self._pending and not (waiting and self.pool.wake_at < math.inf)
 
     def _go(self, w: int, *, pull: bool) -> None:
+        if self.pool is not None:
+            self._task(w, pull=pull)
+            return
         x = self._workers[w]
         if pull:
             self.rows.array[w] = self.book.pull(w)
@@ -251,8 +277,48 @@ class ProcessBackend:
         if not self.book.wants_more(w, self._clock()):  # e.g. its steps were all committed
             if self._send(w, ("stop",)):
                 x.state = "stopped"
-        elif self._send(w, ("go", self.book.first_step(w), self._t0, self.book.next_cycle(w))):
-            x.state, x.since = "working", self._clock()
+        else:
+            message = ("go", self.book.first_step(w), self._t0, self.book.next_cycle(w), w, 1.0)
+            if self._send(w, message):
+                x.state, x.since = "working", self._clock()
+
+    # --- a population's slots ----------------------------------------------------------
+
+    def _task(self, w: int, *, pull: bool) -> None:
+        """Slot `w` is free: a task for the client the pool chooses, or it waits (`pull`:
+        the task does not start at the slot's own commit, so it pulls anew)."""
+        x, now = self._workers[w], self._clock()
+        if not self.book.wants_more(w, now):
+            if self._send(w, ("stop",)):
+                x.state = "stopped"
+            return
+        c = self.pool.take(w, now)
+        if c is None:
+            x.state, x.since = "waiting", now
+            return
+        self._send_task(w, c, pull=pull)
+
+    def _send_task(self, w: int, c: int, *, pull: bool) -> None:
+        if pull:
+            self.rows.array[w] = self.book.start_task(w)
+        first, cycle = self.book.client_first_step(c), self.book.next_cycle(w)
+        speed = float(self.pool.speeds[c])
+        if self._send(w, ("go", first, self._t0, cycle, c, speed)):
+            self._workers[w].state, self._workers[w].since = "working", self._clock()
+
+    def _wake_slots(self, now: float) -> None:
+        """The waiting slots that get a client at the calendar's change start their tasks."""
+        if self.pool is None or not self.pool.waiting:
+            return
+        for w, c in self.pool.woken(now):
+            self._send_task(w, c, pull=True)
+
+    def _lose(self, w: int, now: float) -> None:
+        """Slot `w`'s client went down before its work was served: the work is dropped and
+        the slot takes another task, pulling anew."""
+        self.pool.release(w, now, committed=False)
+        if self._workers[w].state == "working":
+            self._task(w, pull=True)
 
     def _send(self, w: int, message: tuple) -> bool:
         """Send to a worker; a closed pipe means it died (recorded), and False."""
@@ -307,21 +373,36 @@ class ProcessBackend:
         code = x.process.exitcode
         x.conn.close()
         x.state = "dead"
+        if self.pool is not None:  # its task, if any, is lost: the client is free again
+            self.pool.drop(w, self._clock())
         self.book.events.append(WorkerEvent(self._clock(), w, "died", f"exit code {code}"))
 
     def _serve_pending(self) -> None:
         while self._pending and not self.book.done(self._clock()):
             arrived, _, w, compute = heapq.heappop(self._pending)
             started = self._clock()
+            if self.pool is not None and self.pool.lost_by(w, started):
+                self._lose(w, started)
+                self._receive(timeout=0)
+                continue
             work = np.array(self.outbox.array[w])
+            client = None if self.pool is None else self.pool.client_of[w]
             row = self.book.commit(
-                w, work, compute=compute, arrived=arrived, started=started, clock=self._clock
+                w,
+                work,
+                compute=compute,
+                arrived=arrived,
+                started=started,
+                clock=self._clock,
+                client=client,
             )
             if self.progress is not None:
                 self.progress(self.book.version, self._total())
             if row is None:  # non-finite: the run is over
                 return
             self.rows.array[w] = row
+            if self.pool is not None:  # released before the slot chooses again
+                self.pool.release(w, self._clock(), committed=True)
             x = self._workers[w]
             if x.state == "working":
                 if self.book.wants_more(w, self._clock()):
@@ -348,7 +429,10 @@ class ProcessBackend:
 def _prepare(job: RealJob) -> ServerBook:
     """The server's rule, problem, traced functions and book (run off the main thread)."""
     rule, problem = job.build()
-    return ServerBook(Compiled.of(rule, problem, job.n_workers), job.spec.budget)
+    population = job.spec.population
+    compiled = Compiled.of(rule, problem, job.n_workers, population=population is not None)
+    n_clients = None if population is None else population.n_clients
+    return ServerBook(compiled, job.spec.budget, n_clients)
 
 
 def _worker_context():

@@ -13,6 +13,14 @@ A worker killed by a scheduled down (failures, churn, an availability trace:
 each (re)start is a new incarnation at the server, which ignores commits still in flight
 from an older one. An actor that dies by itself is recorded and the run goes on.
 
+A population (`clients:`): the actors are K slots, never killed on a schedule. The server
+actor chooses each task's client (`_clients.ClientPool`, as the process backend does) and
+answers a slot's `task` or `commit` with its next task (the client, its first mini-batch, its
+speed) or with a wait: a slot that finds no client up sleeps until the calendar's next change,
+at most `POLL_S` (a slot asleep in its own actor cannot be woken when a client released
+while down brings the wake-up forward), then asks again; woken slots get their clients in the
+order they began waiting.
+
 Interrupts: the driver waits in `ray.get`/`ray.wait`, which let signal handlers run, so
 KeyboardInterrupt (or SIGTERM's `Terminated`, gemsim/app/_signals.py) reaches it within a
 poll; the actors are then killed and a Ray instance this run started is shut down. `ray.init`
@@ -22,6 +30,7 @@ both are started and stopped through gemsim/_ray_local.py, which keeps the signa
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from contextlib import suppress
@@ -32,6 +41,7 @@ from gemsim import _ray_local as ray_local
 from gemsim import timing
 from gemsim.types import Progress
 
+from ._clients import ClientPool
 from ._compiled import Compiled
 from ._job import RealJob, RealRun
 from ._server import ServerBook, WorkerEvent
@@ -45,9 +55,13 @@ class _Server:
 
     def __init__(self, job: RealJob):
         rule, problem = job.build()
-        self.compiled = Compiled.of(rule, problem, job.n_workers)
+        population = job.spec.population
+        self.compiled = Compiled.of(rule, problem, job.n_workers, population=job.population)
         self.compiled.warm_up()
-        self.book = ServerBook(self.compiled, job.spec.budget)
+        n_clients = None if population is None else population.n_clients
+        self.book = ServerBook(self.compiled, job.spec.budget, n_clients)
+        self.pool = None if population is None else ClientPool(population, job.seed, job.n_workers)
+        self.assigned: dict[int, int] = {}  # woken waiting slot -> its client, until it asks
         self.incarnation = np.zeros(job.n_workers, np.int64)
         self.t0 = time.time()
 
@@ -73,16 +87,71 @@ class _Server:
         self.incarnation[w] += 1
 
     def commit(self, w: int, incarnation: int, work, compute: float, sent: float):
-        """Apply the work; the worker's next `(row, first_step, cycle)`, or None: stop."""
+        """Apply the work; the worker's next `(row, first_step, cycle)`, or None: stop (a
+        population's slot: its next `task` reply)."""
         started = self.clock()
         if incarnation != self.incarnation[w] or self.book.done(started):
             return None
+        if self.pool is not None:
+            return self._commit_task(w, work, compute, sent, started)
         row = self.book.commit(
             w, work, compute=compute, arrived=sent - self.t0, started=started, clock=self.clock
         )
         if row is None or not self.book.wants_more(w, self.clock()):
             return None
         return row.copy(), self.book.first_step(w), self.book.next_cycle(w)
+
+    # --- a population's slots ----------------------------------------------------------
+
+    def task(self, w: int):
+        """A population's slot asks for a task (at its start, after a wait): `("go", row,
+        first_step, cycle, client, speed, t0)`, its row pulled anew; `("wait", seconds)`; or
+        None: stop (the run is over, or no client can come up)."""
+        now = self.clock()
+        if not self.book.wants_more(w, now):
+            return None
+        pool = self.pool
+        for slot, c in pool.woken(now):  # in the order they began waiting
+            self.assigned[slot] = c
+        c = self.assigned.pop(w, None)
+        if c is None and w not in pool.waiting:
+            c = pool.take(w, now)
+        if c is not None:
+            return self._go(w, c, self.book.start_task(w))
+        if math.isinf(pool.wake_at) and not self.assigned and max(pool.client_of) < 0:
+            pool.drop(w, now)  # no slot in a task and no client to come up: nothing will
+            return None
+        return ("wait", min(max(pool.wake_at - now, 0.0), POLL_S))
+
+    def _commit_task(self, w: int, work, compute: float, sent: float, started: float):
+        pool = self.pool
+        if pool.lost_by(w, started):  # its client went down: the work is dropped
+            pool.release(w, started, committed=False)
+            return self.task(w)
+        client = pool.client_of[w]
+        row = self.book.commit(
+            w,
+            work,
+            compute=compute,
+            arrived=sent - self.t0,
+            started=started,
+            clock=self.clock,
+            client=client,
+        )
+        if row is None:
+            return None
+        now = self.clock()
+        pool.release(w, now, committed=True)  # before the slot chooses again
+        if not self.book.wants_more(w, now):
+            return None
+        c = pool.take(w, now)
+        if c is None:
+            return ("wait", min(max(pool.wake_at - now, 0.0), POLL_S))
+        return self._go(w, c, row)  # from the committed row: no pull
+
+    def _go(self, w: int, c: int, row):
+        first, cycle = self.book.client_first_step(c), self.book.next_cycle(w)
+        return ("go", row.copy(), first, cycle, c, float(self.pool.speeds[c]), self.t0)
 
     def progress(self) -> int:
         return self.book.version
@@ -93,7 +162,8 @@ class _Server:
     def finish(self, events: list[WorkerEvent]):
         self.book.events.extend(events)
         duration = self.clock()
-        return self.book.result(), self.book.trace(duration), tuple(self.book.events)
+        clients = None if self.pool is None else self.pool.report()
+        return self.book.result(), self.book.trace(duration), tuple(self.book.events), clients
 
 
 class _Worker:
@@ -115,6 +185,8 @@ class _Worker:
     def run(self, server) -> int:
         import ray
 
+        if self.job.population:
+            return self._serve_tasks(server)
         start = ray.get(server.pull.remote(self.w))
         if start is None:
             return 0
@@ -133,6 +205,29 @@ class _Worker:
             if reply is None:
                 return commits
             row, first_step, cycle = reply
+
+    def _serve_tasks(self, server) -> int:
+        """A population's slot: tasks for the clients the server gives it, waits between."""
+        import ray
+
+        reply = ray.get(server.task.remote(self.w))
+        commits = 0
+        while reply is not None:
+            if reply[0] == "wait":
+                time.sleep(reply[1])
+                reply = ray.get(server.task.remote(self.w))
+                continue
+            _, row, first_step, cycle, client, speed, t0 = reply
+            started = time.time()
+            work = self.compiled.gradient(row, client, first_step)
+            if self.job.emulate_latency:
+                # The slot's draw divided by its client's speed factor, as the timing model's.
+                target = self.emulated(cycle, started - t0) / speed
+                time.sleep(max(0.0, target - (time.time() - started)))
+            compute = time.time() - started
+            reply = ray.get(server.commit.remote(self.w, 0, work, compute, time.time()))
+            commits += 1
+        return commits
 
 
 def run_ray(job: RealJob, *, progress: Progress | None = None, address: str | None = None):
@@ -171,7 +266,7 @@ class _Driver:
                 [a.ready.remote() for a in self.actors.values()] + [self.server.progress.remote()]
             )
             self._loop(ray.get(self.server.start_clock.remote()))
-            result, trace, events = ray.get(self.server.finish.remote(self.events))
+            result, trace, events, clients = ray.get(self.server.finish.remote(self.events))
         finally:
             for actor in [*self.actors.values(), self.server]:
                 if actor is not None:
@@ -183,6 +278,7 @@ class _Driver:
             events=events,
             backend="ray",
             wall_seconds=time.perf_counter() - wall,
+            clients=clients,
         )
 
     def _loop(self, t0: float) -> None:

@@ -4,6 +4,10 @@ The backends move messages and bytes; this class decides what a commit means: it
 the work with the engine's commit, records the trace row (order, pulled version, measured
 times), tracks each worker's mini-batch counter and pulled version, and says when the
 budget is spent. Commits are applied one at a time, in the order the backend serves them.
+
+A population's run (`n_clients` given: the workers are K slots serving N clients) also records
+each commit's client, counts mini-batches per client (a client's stream goes on whichever slot
+runs its next task) and commits with a fresh rule state in the committed row (`Compiled`).
 """
 
 from __future__ import annotations
@@ -41,17 +45,25 @@ class _Columns:
     queue: list[float] = field(default_factory=list)
     service: list[float] = field(default_factory=list)
     fresh: list[bool] = field(default_factory=list)
+    client: list[int] = field(default_factory=list)  # a population's only
 
 
 class ServerBook:
     """The central variable, the rule's server state, and the record of a real run."""
 
-    def __init__(self, compiled: Compiled, budget: timing.Budget):
+    def __init__(self, compiled: Compiled, budget: timing.Budget, n_clients: int | None = None):
+        if (n_clients is not None) != compiled.population:
+            raise ValueError("a population's book needs a population's Compiled, and back")
         self.compiled = compiled
         self.budget = budget
+        self.n_clients = n_clients
+        self.client_commits = np.zeros(n_clients or 0, np.int64)  # committed tasks per client
         n = compiled.n_workers
         self.carry = compiled.initial_carry()
         self.rows = compiled.initial_rows()  # the rows workers read (copied into shared memory)
+        # A population's slot rows as of their last commit: the engine's rows, which never see
+        # the pull of a task that was lost (its plan holds committed tasks only).
+        self.committed_rows = self.rows.copy() if n_clients is not None else None
         self.pulled = np.zeros(n, np.int64)  # version each worker's snapshot holds
         self.commits_of = np.zeros(n, np.int64)
         self.cycles_of = np.zeros(n, np.int64)  # computations asked for, lost ones included
@@ -72,6 +84,11 @@ class ServerBook:
         """The worker's next mini-batch in its stream (committed batches only, as the
         engine counts them: work lost in a crash is computed again)."""
         return int(self.commits_of[worker]) * self.compiled.rule.window
+
+    def client_first_step(self, client: int) -> int:
+        """A population's client's next mini-batch in its own stream: its committed tasks
+        times the window, as the engine's plan counts them (a lost task is computed again)."""
+        return int(self.client_commits[client]) * self.compiled.rule.window
 
     def next_cycle(self, worker: int) -> int:
         """The index of the computation the worker is now asked for, over all its lives, the
@@ -107,6 +124,21 @@ class ServerBook:
         self.new_life[worker] = True
         return self.rows[worker]
 
+    def start_task(self, slot: int) -> np.ndarray:
+        """A population's slot starts a task other than at its own commit (after a loss or a
+        wait): it pulls the version of this moment with a fresh rule state, as the engine's
+        host fills of a population do, from the row of the slot's last commit (a lost task's
+        pull is not the engine's); returns its row. Version 0 is the initial row (the engine
+        fills nothing for it)."""
+        base = self.committed_rows[slot]
+        if self.version > 0:
+            self.rows[slot] = self.compiled.pulled_row(self.carry, base, fresh=True)
+        else:
+            self.rows[slot] = base
+        self.pulled[slot] = self.version
+        self.new_life[slot] = True
+        return self.rows[slot]
+
     def commit(
         self,
         worker: int,
@@ -116,10 +148,14 @@ class ServerBook:
         arrived: float,
         started: float,
         clock,
+        client: int | None = None,
     ) -> np.ndarray | None:
         """Apply a worker's work atomically; returns its new row, or None if the commit was
         non-finite (the run then stops: the central variable stays the last finite one).
-        Times are seconds since the run started; `clock()` reads that clock."""
+        Times are seconds since the run started; `clock()` reads that clock. A population's
+        commit names the client whose task it ends."""
+        if (client is not None) != self.compiled.population:
+            raise ValueError("a population's commit names its client, and only a population's")
         k = self.version
         staleness = k - int(self.pulled[worker])
         carry, out, row = self.compiled.commit(self.carry, k, staleness, work)
@@ -132,6 +168,8 @@ class ServerBook:
         c.queue.append(max(0.0, started - arrived))
         c.service.append(finished - started)
         c.fresh.append(bool(self.new_life[worker]))
+        if client is not None:
+            c.client.append(client)
         self.new_life[worker] = False
         self._busy += finished - started
         self._outputs.append(out)
@@ -142,6 +180,9 @@ class ServerBook:
         self.rows[worker] = row
         self.pulled[worker] = k + 1
         self.commits_of[worker] += 1
+        if client is not None:
+            self.client_commits[client] += 1
+            self.committed_rows[worker] = row
         return row
 
     # --- the record --------------------------------------------------------------------
@@ -164,6 +205,8 @@ class ServerBook:
             duration=max(duration, c.time[-1] if n else 0.0),
             busy_time=self._busy,
             fresh=np.asarray(c.fresh, bool),
+            client=None if self.n_clients is None else np.asarray(c.client, np.int64),
+            n_clients=self.n_clients,
         )
 
     def result(self) -> EngineResult:

@@ -3,13 +3,15 @@
 A fork of `multiprocessing`'s fork server, which imported this module but never computed
 (nothing of the parameter server's JAX state is inherited): it takes the parameter server's
 environment, builds its own rule and problem from the job, compiles the engine's gradient
-phase, says `ready`, then waits for `("go", first_step, t0, cycle)` (its
-next mini-batch, the run's start, and which of the timing model's compute draws it emulates)
-or `("stop",)`. It leaves quietly when the server's end of its pipe closes, so that it cannot
-outlive the run. It ignores SIGINT (started with SIGINT blocked, see
-`gemsim._spawn.starting_child`): Ctrl-C reaches the whole process group, and the server, not
-each worker, decides how the run ends. SIGTERM keeps its default: a worker terminated on its
-own dies at once and the server records the death.
+phase, says `ready`, then waits for `("go", first_step, t0, cycle, owner, speed)` (the
+next mini-batch in the stream of data owner `owner`, the run's start, which of the timing
+model's compute draws it emulates, and the speed factor that draw is divided by) or
+`("stop",)`. A persistent worker is its own data owner, of speed 1; a population's slot
+computes for whichever client the server gives it. It leaves quietly when the server's end
+of its pipe closes, so that it cannot outlive the run. It ignores SIGINT (started with
+SIGINT blocked, see `gemsim._spawn.starting_child`): Ctrl-C reaches the whole process group,
+and the server, not each worker, decides how the run ends. SIGTERM keeps its default: a
+worker terminated on its own dies at once and the server records the death.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def use_worker_environment(environ: dict[str, str]) -> None:
 
 def _serve(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) -> None:
     rule, problem = job.build()
-    compiled = Compiled.of(rule, problem, job.n_workers)
+    compiled = Compiled.of(rule, problem, job.n_workers, population=job.population)
     n = job.n_workers
     rows = SharedArray.attach(rows_name, (n, compiled.layout.row_size))
     outbox = SharedArray.attach(outbox_name, (n, compiled.work_size))
@@ -81,13 +83,14 @@ def _serve(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) ->
             message = conn.recv()
             if message[0] != "go":
                 return
-            first_step, t0, cycle = message[1], message[2], message[3]
+            _, first_step, t0, cycle, owner, speed = message
             started = time.monotonic()
-            work = compiled.gradient(np.array(rows.array[worker]), worker, first_step)
+            work = compiled.gradient(np.array(rows.array[worker]), owner, first_step)
             if job.emulate_latency:
                 # The timing model's own draw for this cycle, stretched by the worker's
-                # slowdowns at this moment of the run (t0: the run's start, same clock).
-                target = emulated(cycle, started - t0)
+                # slowdowns at this moment of the run (t0: the run's start, same clock), and
+                # divided by a population's client's speed factor, as the timing model does.
+                target = emulated(cycle, started - t0) / speed
                 time.sleep(max(0.0, target - (time.monotonic() - started)))
             compute = time.monotonic() - started
             outbox.array[worker] = work

@@ -6,6 +6,7 @@ Never imports JAX: a trace is produced from timing alone.
 from gemsim.trace import COLUMN_NAMES as COLUMN_NAMES
 from gemsim.trace import CommitTrace as CommitTrace
 
+from ._calendar import Calendar as Calendar
 from ._calendar import client_down_intervals as client_down_intervals
 from ._calendar import client_speeds as client_speeds
 from ._calendar import client_up_seconds as client_up_seconds
@@ -54,6 +55,7 @@ from ._population_stats import participation as participation
 from ._population_stats import population_summary as population_summary
 from ._population_stats import selection_fairness as selection_fairness
 from ._population_stats import staleness_by_speed_decile as staleness_by_speed_decile
+from ._selection import Selector as Selector
 from ._server_protocols import PROTOCOL_TYPES as PROTOCOL_TYPES
 from ._server_protocols import Async as Async
 from ._server_protocols import KAsync as KAsync

@@ -167,16 +167,6 @@ def test_a_runs_clients_are_those_gemsim_trace_reports_and_their_plot(tmp_path):
     assert "participation_vs_speed.png" in {p.name for p in written}
 
 
-def test_a_population_on_a_real_backend_is_refused_before_running(tmp_path):
-    path = write(tmp_path, quadratic_population())
-    result = CliRunner().invoke(
-        app, ["run", str(path), "--backend", "process", "--out", str(tmp_path / "o")]
-    )
-    assert result.exit_code == 2, result.output
-    assert "clients: --backend process runs persistent workers only" in result.output
-    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
-
-
 @pytest.mark.parametrize(
     ("change", "field"),
     [

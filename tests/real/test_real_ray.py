@@ -17,6 +17,7 @@ from real_helpers import (
     STATEFUL_RULES,
     assert_join_and_restart_replay_bit_exactly,
     assert_replay_matches,
+    flat,
     join_and_restart_scenario,
     quadratic_scenario,
 )
@@ -80,3 +81,20 @@ def test_ray_run_with_join_and_restart_replays_bit_exactly():
     real = run(scenario, backend="ray")
     assert real.manifest["backend"] == "ray"
     assert_join_and_restart_replay_bit_exactly(real, scenario)
+
+
+@pytest.mark.bitexact
+def test_a_population_on_ray_replays_bit_exactly():
+    """Three slot actors serving 30 churning clients: the server actor chooses each task's
+    client; the recorded trace names them, and its replay gives the same bits."""
+    from test_real_population import CHURN, SPEED, population_scenario
+
+    scenario = population_scenario(commits=60, clients={"churn": CHURN, "speed": SPEED})
+    real = run(scenario, backend="ray")
+    trace = real.trace
+    assert real.status.value == "ok" and len(trace) == 60 and trace.n_clients == 30
+    summary = real.worker_summary
+    np.testing.assert_array_equal(summary.commits, np.bincount(trace.client, minlength=30))
+    assert 0 <= summary.started.sum() - 60 - summary.lost.sum() <= WORKERS
+    replay = run(scenario, trace=trace)
+    np.testing.assert_array_equal(flat(replay.params), flat(real.params))

@@ -1,0 +1,178 @@
+"""A population on the process backend (on Ray: test_real_ray.py): K worker processes are
+slots serving tasks of N clients that the server chooses among those up (the timing model's
+calendar, speeds and selection). The recorded trace names each commit's client, and the
+engine replays it to the same bits: each task read its client's batches from the client's own
+counter and started from a fresh rule state. Clients an availability file holds down are
+never chosen; slots with no client up wait for one to come up."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from real_helpers import flat, wait_no_children
+
+from gemsim import engine, timing
+from gemsim.app import run
+from gemsim.config import Scenario
+from gemsim.real._clients import ClientPool
+
+N_CLIENTS, N_SLOTS = 30, 3
+
+
+def population_scenario(
+    *, commits: int, clients: dict, optimizer: dict | None = None, compute: dict | None = None
+):
+    """The heterogeneous quadratic (each client its own optimum and noise): another client's
+    batches, or another counter, give another gradient."""
+    return Scenario.model_validate(
+        {
+            "name": "real-population",
+            "seed": 3,
+            "workers": {
+                "compute": compute or {"dist": "exponential", "mean": 0.02},
+                "emulate_latency": True,  # the quadratic's gradient takes microseconds
+            },
+            "clients": {"population": N_CLIENTS, "concurrency": N_SLOTS, **clients},
+            "budget": {"commits": commits},
+            "problem": {
+                "model": {"name": "quadratic", "dim": 8, "noise": 0.1, "heterogeneity": 1.0}
+            },
+            "optimizer": optimizer or {"rule": "gem", "lr": 0.05},
+        }
+    )
+
+
+# Up and down about every 0.3 s: some tasks (0.02 s / speed each) are lost, slots start anew.
+CHURN = {
+    "uptime": {"dist": "exponential", "mean": 0.3},
+    "downtime": {"dist": "exponential", "mean": 0.3},
+}
+SPEED = {"dist": "lognormal", "median": 1.0, "sigma": 0.5}
+
+
+@pytest.fixture(scope="module")
+def churned(computed_once):
+    """GEM, uniform selection among 30 churning clients of various speeds, 60 commits: the
+    real run and its replay."""
+    scenario = population_scenario(commits=60, clients={"churn": CHURN, "speed": SPEED})
+
+    def compute():
+        real = run(scenario, backend="process")
+        return real, run(scenario, trace=real.trace)
+
+    return computed_once("real-population-churn", compute)
+
+
+@pytest.mark.slow
+@pytest.mark.bitexact
+def test_a_population_run_replays_bit_exactly(churned):
+    real, replay = churned
+    assert real.status.value == "ok" and len(real.trace) == 60
+    np.testing.assert_array_equal(flat(replay.params), flat(real.params))
+    np.testing.assert_array_equal(replay.metrics["update_norm"], real.metrics["update_norm"])
+    assert wait_no_children() == []
+
+
+@pytest.mark.slow
+def test_a_population_runs_trace_is_one_the_engine_plans(churned):
+    real, _ = churned
+    trace = real.trace
+    assert (trace.n_clients, trace.n_workers) == (N_CLIENTS, N_SLOTS)
+    client = trace.client
+    assert client.min() >= 0 and client.max() < N_CLIENTS
+    # No client in two tasks at once: each task of a client pulled a version created after
+    # its previous task's commit.
+    for c in np.unique(client):
+        commits = np.flatnonzero(client == c)
+        assert np.all(trace.pulled_version[commits[1:]] > commits[:-1]), f"client {c}"
+    # A slot's task that does not pull at its own commit is fresh (a loss, a wait, the first).
+    last = np.full(N_SLOTS, -1)
+    for k, w in enumerate(trace.worker):
+        at_own_commit = last[w] >= 0 and trace.pulled_version[k] == last[w] + 1
+        assert trace.fresh[k] or at_own_commit, k
+        last[w] = k
+    # Each client's batches follow its commits, as the engine's plan counts them (that the
+    # workers read those very batches, the replay's bits show: the clients' noise differs).
+    plan = engine.plan_of(trace, window=1)
+    for c in np.unique(client):
+        commits = np.flatnonzero(client == c)
+        np.testing.assert_array_equal(plan.first_step[commits], np.arange(commits.size))
+    # The per-client counts the server kept: every task started is committed, lost or still in
+    # flight at the end (one per slot at most).
+    summary = real.worker_summary
+    np.testing.assert_array_equal(summary.commits, np.bincount(client, minlength=N_CLIENTS))
+    in_flight = summary.started.sum() - summary.commits.sum() - summary.lost.sum()
+    assert 0 <= in_flight <= N_SLOTS
+    population = timing.Population(N_CLIENTS, speed=timing.LogNormal(median=1.0, sigma=0.5))
+    np.testing.assert_array_equal(summary.speed, timing.client_speeds(population, 3))
+    assert np.all(summary.up_seconds <= trace.duration)
+
+
+@pytest.mark.slow
+@pytest.mark.bitexact
+def test_clients_down_are_never_chosen_and_slots_wait_for_one_to_come_up(tmp_path):
+    """An availability file: clients 0..19 are down the whole run, 20..29 from 0.15 s to
+    0.45 s. The slots take clients 20..29 in turn (round robin; tasks of equal length, so a
+    client's turn never comes while it is busy: their counts of tasks differ by one at most),
+    lose the tasks in flight at 0.15 s, wait, and at 0.45 s start anew on the version of that
+    moment. Local steps (window 2): each client's counter moves by two batches a commit. The
+    replay gives the same bits."""
+    rows = [f"{c},0,inf" for c in range(20)] + [f"{c},0.15,0.45" for c in range(20, 30)]
+    (tmp_path / "down.csv").write_text("worker,down_at,up_at\n" + "\n".join(rows) + "\n")
+    scenario = population_scenario(
+        commits=40,
+        clients={"availability": {"file": str(tmp_path / "down.csv")}, "selection": "round_robin"},
+        optimizer={"rule": "local", "lr": 0.01, "window": 2},
+        compute={"dist": "constant", "value": 0.02},
+    )
+    real = run(scenario, backend="process")
+    trace = real.trace
+    assert real.status.value == "ok" and len(trace) == 40
+    assert set(trace.client.tolist()) <= set(range(20, 30))
+    summary = real.worker_summary
+    started = summary.started.to_numpy()
+    assert not started[:20].any() and started[20:].max() - started[20:].min() <= 1
+    assert summary.lost.sum() >= 1  # the tasks in flight when every client went down
+    # Nothing commits while every client is down (a gradient in service at 0.15 s may end a
+    # little later); each slot's first task after the wait pulls the version of 0.45 s, fresh.
+    assert not np.any((trace.time >= 0.3) & (trace.time < 0.45))
+    before = int(np.sum(trace.time < 0.45))
+    for w in range(N_SLOTS):
+        first = np.flatnonzero((trace.worker == w) & (trace.time >= 0.45))[0]
+        assert trace.fresh[first] and trace.pulled_version[first] == before, w
+    replay = run(scenario, trace=trace)
+    np.testing.assert_array_equal(flat(replay.params), flat(real.params))
+
+
+# --- the server's pool of clients, alone (no process) ------------------------------------
+
+
+def pool_of(availability: dict, n: int = 4, slots: int = 2) -> ClientPool:
+    population = timing.Population(n, availability=availability)
+    return ClientPool(population, seed=0, n_slots=slots)
+
+
+def test_a_slot_with_no_client_up_waits_for_the_calendars_next_change():
+    pool = pool_of({0: ((0.0, 5.0),), 1: ((0.0, 5.0),), 2: ((0.0, 5.0),), 3: ((0.0, 2.0),)})
+    assert pool.take(0, 0.0) is None and pool.take(1, 0.0) is None
+    assert pool.wake_at == 2.0 and list(pool.waiting) == [0, 1]
+    assert pool.woken(1.0) == []  # not yet
+    assert pool.woken(2.0) == [(0, 3)]  # the one client up goes to the first slot waiting
+    assert pool.wake_at == 5.0 and list(pool.waiting) == [1]
+    ((slot, client),) = pool.woken(5.0)
+    assert slot == 1 and client in (0, 1, 2)  # client 3 is busy
+    assert not pool.waiting and math.isinf(pool.wake_at)
+
+
+def test_a_task_whose_client_goes_down_is_lost_and_wakes_a_waiting_slot_when_it_is_up():
+    gone = ((0.0, math.inf),)
+    pool = pool_of({0: ((3.0, 4.0),), 1: gone, 2: gone, 3: gone})
+    assert pool.take(0, 0.0) == 0 and pool.down_at[0] == 3.0
+    assert pool.take(1, 0.0) is None and math.isinf(pool.wake_at)  # client 0 is busy
+    assert not pool.lost_by(0, 2.9) and pool.lost_by(0, 3.0)
+    assert pool.release(0, 3.0, committed=False) == 0
+    assert pool.lost.tolist() == [1, 0, 0, 0] and pool.completed.sum() == 0
+    assert pool.wake_at == 4.0  # released while down: the waiting slot wakes when it is up
+    assert pool.woken(4.0) == [(1, 0)]
