@@ -20,7 +20,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from gemsim import timing
 
 from ._block import Block
-from ._dist_blocks import Dist, _resolve, recorded_sha256
+from ._dist_blocks import Dist, recorded_sha256, resolve_path
 
 Intervals = dict[int, list[tuple[float, float]]]
 
@@ -62,7 +62,7 @@ class AvailabilityBlock(Block):
     @field_validator("file")
     @classmethod
     def _readable(cls, value: str, info: ValidationInfo) -> str:
-        path = _resolve(value, info.context)
+        path = resolve_path(value, info.context)
         if not path.is_file():
             raise ValueError(f"file {str(path)!r} does not exist")
         read_availability(path)  # fail at load time, not mid-run

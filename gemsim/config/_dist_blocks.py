@@ -118,7 +118,7 @@ class EmpiricalDist(DistBlock):
     def _file_exists(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return None
-        path = _resolve(value, info.context)
+        path = resolve_path(value, info.context)
         if not path.is_file():
             raise ValueError(f"file {str(path)!r} does not exist")
         _read_samples(path)  # fail at load time, not mid-run
@@ -156,7 +156,17 @@ def recorded_sha256(path: Path, given: str | None) -> str:
     return digest
 
 
-def _resolve(value: str, context: dict[str, Any] | None) -> Path:
+def with_file_digest(data: dict[str, Any], context: dict[str, Any] | None) -> dict[str, Any]:
+    """A block's fields with its `path` made absolute (relative to the scenario's folder)
+    and its `sha256` recorded (`recorded_sha256`), for a block that reads one file."""
+    path = resolve_path(data["path"], context).resolve()
+    if not path.is_file():
+        raise ValueError(f"file {str(path)!r} does not exist")
+    return {**data, "path": str(path), "sha256": recorded_sha256(path, data.get("sha256"))}
+
+
+def resolve_path(value: str, context: dict[str, Any] | None) -> Path:
+    """A path from a scenario, relative to its folder (the validation context's `base_dir`)."""
     path = Path(value).expanduser()
     base = (context or {}).get("base_dir")
     return path if path.is_absolute() or base is None else Path(base) / path

@@ -8,13 +8,12 @@ the problem is built, before any run (`app.preflight`); the blocks check their o
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, ValidationInfo, model_validator
 
 from ._block import Block
-from ._dist_blocks import Dist
+from ._dist_blocks import Dist, with_file_digest
 
 Order = Literal["drawn", "by_speed"]
 
@@ -97,23 +96,7 @@ class FilePartition(_PartitionBlock):
     def _digest(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, dict) or not isinstance(data.get("path"), str):
             return data
-        from gemsim.problems import file_sha256
-
-        path = Path(data["path"]).expanduser()
-        base = (info.context or {}).get("base_dir")
-        if not path.is_absolute() and base is not None:
-            path = Path(base) / path
-        path = path.resolve()
-        if not path.is_file():
-            raise ValueError(f"file {str(path)!r} does not exist")
-        digest = file_sha256(path)
-        given = data.get("sha256")
-        if given is not None and given != digest:
-            raise ValueError(
-                f"{str(path)!r} changed since this configuration was resolved (sha256 "
-                f"{given[:12]}..., now {digest[:12]}...); run from the scenario file again"
-            )
-        return {**data, "path": str(path), "sha256": digest}
+        return with_file_digest(data, info.context)
 
     def spec(self):
         from gemsim.problems import FromFile

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from ._block import ADDED, Block
+from ._dist_blocks import resolve_path, with_file_digest
 from ._partition_blocks import PartitionBlock, partition_shorthand
 
 
@@ -33,14 +34,8 @@ def _named(data: Any) -> Any:
     return data
 
 
-def _resolve(value: str, info: ValidationInfo) -> Path:
-    path = Path(value).expanduser()
-    base = (info.context or {}).get("base_dir")
-    return path if path.is_absolute() or base is None else Path(base) / path
-
-
 def _absolute_dir(value: str | None, info: ValidationInfo) -> str | None:
-    return None if value is None else str(_resolve(value, info).resolve())
+    return None if value is None else str(resolve_path(value, info.context).resolve())
 
 
 class CnnModel(Block):
@@ -185,19 +180,7 @@ class ArraysData(Block):
     def _digest(cls, data: Any, info: ValidationInfo) -> Any:
         if not isinstance(data, dict) or not isinstance(data.get("path"), str):
             return data
-        from gemsim.problems import file_sha256
-
-        path = _resolve(data["path"], info).resolve()
-        if not path.is_file():
-            raise ValueError(f"file {str(path)!r} does not exist")
-        digest = file_sha256(path)
-        given = data.get("sha256")
-        if given is not None and given != digest:
-            raise ValueError(
-                f"{str(path)!r} changed since this configuration was resolved (sha256 "
-                f"{given[:12]}..., now {digest[:12]}...); run from the scenario file again"
-            )
-        return {**data, "path": str(path), "sha256": digest}
+        return with_file_digest(data, info.context)
 
 
 class SyntheticData(Block):
