@@ -29,7 +29,20 @@ def moving_rate(lr: float, alpha: float | None, rho: float | None) -> float:
     return alpha if alpha is not None else rho * lr
 
 
-class EasgdBlock(Block):
+class _ElasticBlock(Block):
+    """A block with `lr`, `alpha` and `rho` (the subclasses declare them, in their own field
+    order): the moving rate checked when the block is read."""
+
+    @model_validator(mode="after")
+    def _alpha_or_rho(self):
+        self.moving_rate()
+        return self
+
+    def moving_rate(self) -> float:
+        return moving_rate(self.lr, self.alpha, self.rho)
+
+
+class EasgdBlock(_ElasticBlock):
     """Give `alpha`, or `rho` with alpha = rho * lr."""
 
     rule: Literal["easgd"]
@@ -38,19 +51,14 @@ class EasgdBlock(Block):
     rho: PositiveFloat | None = None
     window: PositiveInt = 1
 
-    @model_validator(mode="after")
-    def _alpha_or_rho(self):
-        moving_rate(self.lr, self.alpha, self.rho)
-        return self
-
     def build(self) -> rules.Rule:
         from gemsim import rules
 
-        alpha = moving_rate(self.lr, self.alpha, self.rho)
+        alpha = self.moving_rate()
         return rules.easgd(lr=self.lr, alpha=alpha, window=self.window)
 
 
-class EamsgdBlock(Block):
+class EamsgdBlock(_ElasticBlock):
     """Give `alpha`, or `rho` with alpha = rho * lr (the paper's notation), as for `easgd`."""
 
     rule: Literal["eamsgd"]
@@ -60,15 +68,10 @@ class EamsgdBlock(Block):
     window: PositiveInt = 10
     momentum: Momentum = 0.99  # the paper's delta
 
-    @model_validator(mode="after")
-    def _alpha_or_rho(self):
-        moving_rate(self.lr, self.alpha, self.rho)
-        return self
-
     def build(self) -> rules.Rule:
         from gemsim import rules
 
-        alpha = moving_rate(self.lr, self.alpha, self.rho)
+        alpha = self.moving_rate()
         return rules.eamsgd(lr=self.lr, alpha=alpha, window=self.window, momentum=self.momentum)
 
 
