@@ -23,7 +23,7 @@ def population_report(spec: timing.ClusterSpec, simulation: timing.Simulation, s
     population, clients = spec.population, simulation.clients
     if population is None or clients is None:
         return None
-    up = up_seconds(spec, simulation, seed)
+    up = timing.client_up_seconds(population, seed, simulation.trace.duration)
     summary = timing.population_summary(simulation.trace, clients, population, exposure=up)
     return {
         "clients": population.n_clients,
@@ -33,23 +33,23 @@ def population_report(spec: timing.ClusterSpec, simulation: timing.Simulation, s
     }
 
 
-def up_seconds(spec: timing.ClusterSpec, simulation: timing.Simulation, seed: int):
-    """Each client's time up within the run (float64 [N])."""
-    return timing.client_up_seconds(spec.population, seed, simulation.trace.duration)
-
-
-def client_columns(spec: timing.ClusterSpec, simulation: timing.Simulation, seed: int):
-    """Each client's speed factor, tasks started, completed and lost, and time up (arrays
-    indexed by client id); None without a population."""
-    clients = simulation.clients
-    if clients is None:
+def client_columns(
+    population: timing.Population | None,
+    clients: timing.ClientReport | None,
+    seed: int,
+    duration: float,
+) -> dict[str, Any] | None:
+    """Each client's speed factor, tasks started, completed and lost (from the timing model's
+    report, or a real run's server), and time up within the run's `duration` (arrays indexed
+    by client id); None without a population."""
+    if population is None or clients is None:
         return None
     return {
         "speed": clients.speed,
         "started": clients.started,
         "completed": clients.completed,
         "lost": clients.lost,
-        "up_seconds": up_seconds(spec, simulation, seed),
+        "up_seconds": timing.client_up_seconds(population, seed, duration),
     }
 
 
@@ -68,7 +68,13 @@ def run_clients(scenario, trace) -> dict[str, Any] | None:
     )
     if simulation.trace.sha256() != trace.sha256():
         return None
-    return client_columns(inputs.spec, simulation, inputs.seed)
+    return simulated_clients(inputs.spec, simulation, inputs.seed)
+
+
+def simulated_clients(spec: timing.ClusterSpec, simulation: timing.Simulation, seed: int):
+    """`client_columns` of a simulated run."""
+    duration = simulation.trace.duration
+    return client_columns(spec.population, simulation.clients, seed, duration)
 
 
 def write_clients(folder: Path, spec: timing.ClusterSpec, simulation: timing.Simulation, seed):
@@ -76,7 +82,7 @@ def write_clients(folder: Path, spec: timing.ClusterSpec, simulation: timing.Sim
     without a population."""
     import pandas as pd
 
-    columns = client_columns(spec, simulation, seed)
+    columns = simulated_clients(spec, simulation, seed)
     if columns is None:
         return None
     table = pd.DataFrame({"client": range(len(columns["speed"])), **columns})

@@ -17,6 +17,7 @@ from gemsim.trace import CommitTrace
 from gemsim.types import BACKENDS, Progress
 
 from ._identity import RunKind
+from ._population_report import client_columns
 from ._provenance import api_call, utc_now
 from ._record import RunIdentity, expanded_of, run_result
 from ._stages import EXECUTORS, build_problem, check_problem, real_job, require
@@ -111,21 +112,12 @@ def _run_real(expanded: ExpandedRun, kind: RunKind, progress, address) -> RunRes
 
 def real_clients(scenario: Scenario, done) -> dict | None:
     """The per-client columns of a real population's run, for its worker summary (as a
-    simulated run's, `client_columns`): the speeds and counts the server kept, and each
-    client's time up within the run's duration; None for persistent workers."""
+    simulated run's): the speeds and counts the server kept, and each client's time up
+    within the run's duration; None for persistent workers."""
     if done.clients is None:
         return None
-    from gemsim import timing
-
-    report = done.clients
     population = config.build_cluster(scenario).population
-    return {
-        "speed": report.speed,
-        "started": report.started,
-        "completed": report.completed,
-        "lost": report.lost,
-        "up_seconds": timing.client_up_seconds(population, scenario.seed, done.trace.duration),
-    }
+    return client_columns(population, done.clients, scenario.seed, done.trace.duration)
 
 
 def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> None:
