@@ -58,9 +58,8 @@ from gemsim.types import Progress
 
 from ._background import Background, in_background
 from ._clients import ClientPool
-from ._compiled import Compiled
 from ._job import RealJob, RealRun
-from ._server import ServerBook, WorkerEvent
+from ._server import WorkerEvent, server_book
 from ._shared import SharedArray
 from ._worker import worker_main
 
@@ -101,7 +100,7 @@ class ProcessBackend:
 
     def run(self) -> RealRun:
         job = self.job
-        self.book = in_background(_prepare, job, name=f"{job.name}-prepare")
+        self.book = in_background(server_book, job, name=f"{job.name}-prepare")
         compiled = self.book.compiled
         started = time.perf_counter()
         with ExitStack() as stack:
@@ -424,15 +423,6 @@ class ProcessBackend:
             window = self.book.compiled.rule.window
             return self.job.n_workers * -(-budget.steps_per_worker // window)
         return 0
-
-
-def _prepare(job: RealJob) -> ServerBook:
-    """The server's rule, problem, traced functions and book (run off the main thread)."""
-    rule, problem = job.build()
-    population = job.spec.population
-    compiled = Compiled.of(rule, problem, job.n_workers, population=population is not None)
-    n_clients = None if population is None else population.n_clients
-    return ServerBook(compiled, job.spec.budget, n_clients)
 
 
 def _worker_context():

@@ -44,7 +44,7 @@ from gemsim.types import Progress
 from ._clients import ClientPool
 from ._compiled import Compiled
 from ._job import RealJob, RealRun
-from ._server import ServerBook, WorkerEvent
+from ._server import WorkerEvent, server_book
 from ._worker import worker_xla_flags
 
 POLL_S = 0.2
@@ -54,12 +54,10 @@ class _Server:
     """The parameter-server actor's class (wrapped with `ray.remote` at run time)."""
 
     def __init__(self, job: RealJob):
-        rule, problem = job.build()
-        population = job.spec.population
-        self.compiled = Compiled.of(rule, problem, job.n_workers, population=job.population)
+        self.book = server_book(job)
+        self.compiled = self.book.compiled
         self.compiled.warm_up()
-        n_clients = None if population is None else population.n_clients
-        self.book = ServerBook(self.compiled, job.spec.budget, n_clients)
+        population = job.spec.population
         self.pool = None if population is None else ClientPool(population, job.seed, job.n_workers)
         self.assigned: dict[int, int] = {}  # woken waiting slot -> its client, until it asks
         self.incarnation = np.zeros(job.n_workers, np.int64)

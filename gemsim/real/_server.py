@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import jax
 import numpy as np
@@ -23,6 +24,9 @@ from gemsim.engine import EngineResult, MetricsRecorder, final_evaluation
 from gemsim.types import Status
 
 from ._compiled import Compiled
+
+if TYPE_CHECKING:
+    from ._job import RealJob
 
 
 @dataclass(frozen=True)
@@ -229,3 +233,13 @@ class ServerBook:
             final_workers=workers,
             worker_facts=problem.worker_facts(),
         )
+
+
+def server_book(job: RealJob) -> ServerBook:
+    """The server's rule, problem, compiled functions and book for `job` (built in the
+    server's own process or actor): a population's book counts its clients."""
+    rule, problem = job.build()
+    compiled = Compiled.of(rule, problem, job.n_workers, population=job.population)
+    population = job.spec.population
+    n_clients = None if population is None else population.n_clients
+    return ServerBook(compiled, job.spec.budget, n_clients)
