@@ -3,10 +3,11 @@ finished ones (`resume`), execute the rest here, in `jobs` job processes or on a
 (`scheduler`), and write one run folder per run.
 
 The driver (this process) is the only writer of run folders, whoever computed them: work
-comes back as records (`gemsim.results.RunResult`) and each is written atomically as it
-arrives. Simulated runs get their traces through the results folder's trace store, one trace
-per distinct timing (`_trace_store.py`); run here, a sweep has its next traces simulated
-ahead by timing processes while it executes (`_trace_ahead.py`). A run that raises is
+comes back as records (`gemsim.results.RunResult`) and each is written atomically, in the
+background while the sweep goes on (`_folder_writer.py`). Simulated runs get their traces
+through the results folder's trace store, one trace per distinct timing (`_trace_store.py`);
+run here, a sweep has its next traces simulated ahead by timing processes while it executes
+(`_trace_ahead.py`). A run that raises is
 recorded `failed` and the sweep goes on; a unit whose process or node is lost is recorded
 `failed` too (after Ray's retries on a cluster), so `--resume` runs it again.
 """
@@ -29,6 +30,7 @@ from gemsim.types import BACKENDS, RunKind
 
 from ._compile_cache import setup_compilation_cache
 from ._execute import Unit, execute_unit, here, lost_unit
+from ._folder_writer import FolderWriter
 from ._many_runs_plan import plan_many_runs
 from ._progress import ProgressBar, SweepProgress
 from ._provenance import api_call, command_line
@@ -37,7 +39,7 @@ from ._run import preflight
 from ._stages import compile_key
 from ._sweep_local import LocalPool, Lost
 from ._sweep_ray import RayPool
-from ._trace_ahead import TraceAhead, timing_processes
+from ._trace_ahead import TraceAhead, spare_processes, timing_processes
 from ._trace_store import TimingInputs, TraceNotes, TraceStore
 
 SCHEDULERS = ("local", "ray")
@@ -202,40 +204,58 @@ def sweep(
 ) -> list[SweepRow]:
     """Check every run, skip the finished ones (`resume`), execute the rest, write their
     folders as they arrive; the summary rows in sweep order."""
-    preflight(runs, source, needs=("problem", "optimizer"))
-    kind = RunKind(backend)
-    who = [RunIdentity.of(expanded, kind) for expanded in runs]
-    rows: list[SweepRow | None] = [None] * len(who)
+    # Timing processes start before the checks, so that their interpreters are up when the
+    # first unit needs its traces (they are stopped if there turn out to be none to simulate).
+    early = _early_ahead(len(runs), backend=backend, jobs=jobs, scheduler=scheduler)
+    with TraceAhead(processes=early) as timing_ahead:
+        preflight(runs, source, needs=("problem", "optimizer"))
+        who = [RunIdentity.of(expanded, RunKind(backend)) for expanded in runs]
+        rows: list[SweepRow | None] = [None] * len(who)
+        todo = _to_execute(who, out_dir, rows, resume=resume, on_row=on_row)
+        plan = plan_many_runs(who, todo)
+        units = plan.units
+        if not quiet:
+            for note in plan.notes:
+                print(note, file=sys.stderr, flush=True)
+        work, stored = _units_of(who, units, plan.pad_to, out_dir)
+        where = dict(jobs=jobs, scheduler=scheduler, address=address)
+        ahead = min(early, _ahead_processes(work, stored, jobs=jobs, scheduler=scheduler))
+        if ahead:
+            timing = [[t for t in unit.timing if t is not None] for unit in work]
+            timing_ahead.assign(work[0].store, timing, stored)
+        else:
+            timing_ahead.stop()
+        notes = TraceNotes(stored, ahead=ahead > 0)
+        command = command_line()
+
+        def written(i: int, record: RunResult) -> None:
+            rows[i] = _row(out_dir, summary_row(record.manifest), on_row)
+
+        # closing(): an exception here (Ctrl-C while a folder is written) stops the job
+        # processes now, not when the traceback that holds this generator is collected. The
+        # folders of a unit are written while the next one executes (`_folder_writer.py`).
+        finished = _finished_units(units, work, len(who), quiet=quiet, ahead=timing_ahead, **where)
+        with closing(finished), FolderWriter(out_dir, written) as writer:
+            for index, records in finished:
+                for i, record in zip(units[index], records, strict=True):
+                    writer.submit(i, notes.settle(record.placed({}, command=command)))
+    return rows  # type: ignore[return-value]
+
+
+def _to_execute(
+    who: list[RunIdentity], out_dir: Path, rows: list, *, resume: bool, on_row: OnRow | None
+) -> list[int]:
+    """The runs to execute: all, or with `resume` those without a finished folder (whose
+    rows are filled in `rows`)."""
     todo = []
     for i, w in enumerate(who):
         folder = out_dir / w.run_id
-        if resume and results.is_finished(folder, w.identity, kind.value):
+        if resume and results.is_finished(folder, w.identity, w.kind.value):
             row = summary_row(results.read_manifest(folder), skipped=True)
             rows[i] = _row(out_dir, row, on_row)
         else:
             todo.append(i)
-    plan = plan_many_runs(who, todo)
-    units = plan.units
-    if not quiet:
-        for note in plan.notes:
-            print(note, file=sys.stderr, flush=True)
-    work, stored = _units_of(who, units, plan.pad_to, out_dir)
-    where = dict(jobs=jobs, scheduler=scheduler, address=address)
-    ahead = _ahead_processes(work, stored, jobs=jobs, scheduler=scheduler)
-    notes = TraceNotes(stored, ahead=ahead > 0)
-    command = command_line()
-    # closing(): an exception here (Ctrl-C while a folder is written) stops the job processes
-    # now, not when the traceback that holds this generator is collected.
-    finished = _finished_units(
-        units, work, len(who), quiet=quiet, ahead=ahead, stored=stored, **where
-    )
-    with closing(finished):
-        for index, records in finished:
-            for i, record in zip(units[index], records, strict=True):
-                record = notes.settle(record.placed({}, command=command))
-                record.write(out_dir)
-                rows[i] = _row(out_dir, summary_row(record.manifest), on_row)
-    return rows  # type: ignore[return-value]
+    return todo
 
 
 def _units_of(
@@ -265,6 +285,14 @@ def _timing_inputs(who: RunIdentity) -> TimingInputs | None:
         return None
 
 
+def _early_ahead(n_runs: int, *, backend: str, jobs: int, scheduler: str) -> int:
+    """Timing processes a sweep may want, known before its checks: only a simulated sweep
+    of several runs executed here can use them (see `_ahead_processes`)."""
+    if backend != "sim" or scheduler != "local" or jobs != 1:
+        return 0
+    return spare_processes(n_runs)
+
+
 def _ahead_processes(work: list[Unit], stored: set[str], *, jobs: int, scheduler: str) -> int:
     """Timing processes simulating traces ahead of a sweep run here (none with job processes
     or Ray: each of those gets its own units' traces through the store)."""
@@ -289,16 +317,12 @@ def _finished_units(
     jobs: int,
     scheduler: str,
     address: str | None,
-    ahead: int,
-    stored: set[str],
+    ahead: TraceAhead,
 ) -> Iterator[tuple[int, list[RunResult]]]:
-    """`(unit index, records)` as units finish: here (with `ahead` timing processes), from a
-    local pool or from Ray."""
+    """`(unit index, records)` as units finish: here (with the `ahead` timing processes),
+    from a local pool or from Ray."""
     if scheduler == "local" and jobs == 1:
-        timing = [[t for t in unit.timing if t is not None] for unit in work]
-        store = work[0].store if work else None
-        with TraceAhead(store, timing, processes=ahead, stored=stored) as timing_ahead:
-            yield from _here(units, work, n_runs, quiet, timing_ahead)
+        yield from _here(units, work, n_runs, quiet, ahead)
         return
     progress = SweepProgress(sum(len(u.runs) for u in work), quiet=quiet)
     labels = [unit.label for unit in work]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from contextlib import suppress
 from multiprocessing import get_context
 from multiprocessing.connection import wait
 
@@ -47,9 +48,15 @@ def timing_processes(units_keys: Sequence[Sequence[str]], stored: set[str]) -> i
     the engine) or with fewer than two traces to simulate; else one per spare CPU, at most
     MAX_PROCESSES."""
     todo = {k for keys in units_keys for k in keys} - stored
+    return spare_processes(len(todo))
+
+
+def spare_processes(traces: int) -> int:
+    """Timing processes for up to `traces` traces to simulate: one per spare CPU, at most
+    MAX_PROCESSES; none on a single CPU or for fewer than two traces."""
     usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     cpus = len(usable) if usable is not None else (os.cpu_count() or 1)
-    if len(todo) < 2 or cpus < 2:
+    if traces < 2 or cpus < 2:
         return 0
     return min(MAX_PROCESSES, cpus - 1)
 
@@ -64,8 +71,8 @@ class TraceAhead:
 
     def __init__(
         self,
-        store: TraceStore,
-        units: Sequence[Sequence[TimingInputs]],
+        store: TraceStore | None = None,
+        units: Sequence[Sequence[TimingInputs]] = (),
         *,
         processes: int,
         stored: set[str] = frozenset(),
@@ -75,6 +82,7 @@ class TraceAhead:
         self._at = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # work assigned, a unit begun, or the end
         self._slots: list[_Slot] = []
         self._thread: threading.Thread | None = None
 
@@ -106,18 +114,41 @@ class TraceAhead:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join()
         _stop(self._slots, gently=exc_type is None)
+
+    def assign(
+        self, store: TraceStore, units: Sequence[Sequence[TimingInputs]], stored: set[str]
+    ) -> None:
+        """The work, for timing processes started before it was known (a sweep starts them
+        before its checks, so that their interpreters are up when its first unit needs
+        traces)."""
+        with self._lock:
+            self.store, self.units = store, [list(u) for u in units]
+            self._sent |= set(stored)
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop the timing processes now (a sweep that turns out to have no traces for them)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        _stop(self._slots, gently=True)
 
     def at(self, index: int) -> None:
         """Unit `index` executes now: the timing processes work on it and the next ones."""
         with self._lock:
             self._at = index
+        self._wake.set()
 
     def _next(self) -> TimingInputs | None:
         with self._lock:
             at = self._at
+            if self.store is None:  # no work assigned yet
+                return None
         order = list(reversed(self.units[at])) if at < len(self.units) else []
         for unit in self.units[at + 1 : at + 1 + AHEAD_UNITS]:
             order += unit
@@ -126,6 +157,22 @@ class TraceAhead:
                 self._sent.add(inputs.key)
                 return inputs
         return None
+
+    def _finished(self) -> bool:
+        """Whether the last unit is under way and every trace has been handed out."""
+        with self._lock:
+            if self.store is None or self._at < len(self.units) - 1:
+                return False
+            return all(t.key in self._sent for unit in self.units[self._at :] for t in unit)
+
+    def _retire(self) -> None:
+        """Tell the idle timing processes to end now, while the last unit executes, so that
+        leaving the context only joins processes that are gone (each takes about 0.1 s to
+        exit)."""
+        for slot in self._slots:
+            if slot.process is not None and slot.unit is None:
+                with suppress(OSError):
+                    slot.conn.send(("stop",))
 
     def _feed(self) -> None:
         """The feeder thread: hand idle timing processes their next trace; collect them."""
@@ -142,8 +189,12 @@ class TraceAhead:
                         continue  # it died: its closed pipe is seen below
                     slot.unit, count = count, count + 1
             busy = {s.conn: s for s in self._slots if s.process is not None and s.unit is not None}
+            if not busy and self._finished():
+                self._retire()
+                return
             if not busy:
-                self._stop.wait(POLL_S)
+                self._wake.wait(POLL_S)
+                self._wake.clear()
                 continue
             for conn in wait(list(busy), timeout=POLL_S):
                 slot = busy[conn]

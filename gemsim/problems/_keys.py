@@ -11,6 +11,7 @@ other and reproducible; nothing uses a global generator.
 
 from __future__ import annotations
 
+import functools
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
@@ -54,8 +55,10 @@ class KeyTag(IntEnum):
     when not all of them are (host)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def derive_key(seed: int, tag: KeyTag) -> jax.Array:
-    """Returns the typed key for one purpose of a seed."""
+    """Returns the typed key for one purpose of a seed (kept: a sweep builds a problem per run,
+    and each key costs two dispatches of JAX operations; keys are immutable)."""
     import jax  # here: the host generators below, and the sizes of data sets, need no JAX
 
     return jax.random.fold_in(jax.random.key(seed), int(tag))

@@ -26,7 +26,7 @@ from scenario_docs import quadratic_doc, write_doc
 
 import gemsim
 from gemsim import config, timing
-from gemsim.app import _trace_store
+from gemsim.app import _run_sweep, _trace_store
 from gemsim.app._timing_key import canonical, timing_key
 from gemsim.app._trace_ahead import TraceAhead
 from gemsim.app._trace_store import STORE_FOLDER, TimingInputs, TraceStore
@@ -220,6 +220,46 @@ def test_timing_processes_leave_nothing_running_whatever_ends_the_sweep(tmp_path
     _, alive = psutil.wait_procs(helpers, timeout=5)
     assert alive == []
     assert all(len(name) == 137 for name in _stored(tmp_path))  # complete traces only
+
+
+def test_timing_processes_started_before_their_work_take_it_then_stop(tmp_path):
+    # A sweep starts its timing processes before its checks (their interpreters come up
+    # meanwhile) and assigns the traces once it knows them; they end by themselves once the
+    # last unit is under way with every trace handed out.
+    store = TraceStore(tmp_path / STORE_FOLDER)
+    base = config.build_cluster(config.parse_scenario(quadratic_doc(commits=2000), "a"))
+    units = [[TimingInputs(base, seed)] for seed in range(3)]
+    me = psutil.Process()
+    with TraceAhead(processes=1) as ahead:
+        helpers = [p for p in me.children() if "spawn_main" in " ".join(p.cmdline())]
+        time.sleep(0.3)
+        assert helpers and not store.root.exists()  # nothing to simulate yet
+        ahead.assign(store, units, stored=set())
+        deadline = time.monotonic() + 60
+        while len(store.keys()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert store.keys() == {u[0].key for u in units}  # the unit under way and 2 ahead
+        ahead.at(2)  # the last unit under way, nothing left to simulate: they end now
+        _, alive = psutil.wait_procs(helpers, timeout=30)
+        assert alive == []
+
+
+def test_a_sweep_that_fails_its_checks_leaves_no_timing_process(tmp_path, monkeypatch):
+    doc = quadratic_doc(seeds=[0, 1, 2])
+    doc["problem"] = {"model": {"name": "mlp"}, "dataset": "digits", "batch_size": 10**6}
+    me, started = psutil.Process(), []
+    checks = _run_sweep.preflight
+
+    def preflight(*args, **kwargs):  # the timing processes are up while the checks run
+        started.extend(p for p in me.children() if "spawn_main" in " ".join(p.cmdline()))
+        return checks(*args, **kwargs)
+
+    monkeypatch.setattr(_run_sweep, "preflight", preflight)
+    with pytest.raises(config.ScenarioError, match="batch"):
+        gemsim.run_file(write_doc(tmp_path, doc), out=tmp_path / "out", quiet=True)
+    assert started
+    _, alive = psutil.wait_procs(started, timeout=5)
+    assert alive == [] and not (tmp_path / "out").exists()
 
 
 def test_ctrl_c_stops_the_timing_processes_and_leaves_the_store_whole(tmp_path):

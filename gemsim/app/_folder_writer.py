@@ -1,0 +1,82 @@
+"""Run folders written in the background while the sweep goes on: the driver hands each
+record over as it arrives and executes the next unit while threads write (a folder is a few
+parquet files, an archive and fsyncs: tens of milliseconds, of which pyarrow's writes and the
+fsyncs release the GIL).
+
+Folders are reported in the order the records were handed over, as each is on disk (a sweep's
+rows and `--json` lines keep their order). Each folder is still written atomically by
+`RunResult.write`; the first error of a write (or of reporting it) is raised by the next
+`submit` or by `close`, after the writes under way are done, so nothing half-written is left
+behind and the folders already reported stay valid.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+from gemsim.results import RunResult
+
+THREADS = 2
+"""Writing threads: two keep a sweep's last unit (nothing left to overlap) from writing its
+many folders one after another."""
+
+OnWritten = Callable[[int, RunResult], None]
+
+
+class FolderWriter:
+    """Writes records' run folders under `out_dir` in background threads, calling
+    `on_written(index, record)` for each, in submission order, once its folder is written.
+
+    Use as a context manager: leaving it waits for every write; leaving it without an
+    exception raises the first write error.
+    """
+
+    def __init__(self, out_dir: Path, on_written: OnWritten, *, threads: int = THREADS):
+        self.out_dir, self.on_written = Path(out_dir), on_written
+        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="gemsim-write")
+        self._queue: deque[tuple[int, RunResult, Future]] = deque()
+        self._lock = threading.Lock()  # one reporter at a time, in order
+        self._error: BaseException | None = None
+
+    def submit(self, index: int, record: RunResult) -> None:
+        """Write `record`'s folder in the background (raises an earlier write's error)."""
+        self._raise()
+        future = self._pool.submit(record.write, self.out_dir)
+        with self._lock:
+            self._queue.append((index, record, future))
+        future.add_done_callback(lambda _: self._report())
+
+    def close(self) -> None:
+        """Wait for every write; raise the first error."""
+        self._pool.shutdown(wait=True)
+        self._report()
+        self._raise()
+
+    def __enter__(self) -> FolderWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # the sweep's own error wins; what was computed is still written
+            self._pool.shutdown(wait=True)
+            self._report()
+
+    def _report(self) -> None:
+        """Report the written folders at the head of the queue, in order; stop at an error."""
+        with self._lock:
+            while self._queue and self._error is None and self._queue[0][2].done():
+                index, record, future = self._queue.popleft()
+                try:
+                    future.result()
+                    self.on_written(index, record)
+                except BaseException as exc:  # raised in the driver by submit or close
+                    self._error = exc
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error

@@ -1,0 +1,95 @@
+"""Run folders written in the background (`gemsim.app._folder_writer`): in order, every one
+on disk before the sweep returns, and a failed write raised with the others left valid."""
+
+import threading
+import time
+
+import pytest
+import yaml
+from scenario_docs import quadratic_doc
+
+from gemsim.app._folder_writer import FolderWriter
+from gemsim.app._run_sweep import run_file
+from gemsim.results import RunResult, read_run
+
+
+class _Record:
+    """Stands for a `RunResult`: its write sleeps as long as asked, or fails."""
+
+    def __init__(self, name, seconds=0.0, error=None):
+        self.name, self.seconds, self.error = name, seconds, error
+        self.written = threading.Event()
+
+    def write(self, out_dir):
+        time.sleep(self.seconds)
+        if self.error is not None:
+            raise self.error
+        (out_dir / self.name).write_text("x")
+        self.written.set()
+
+
+def test_folders_are_reported_in_submission_order_once_on_disk(tmp_path):
+    seen = []
+
+    def on_written(i, record):
+        assert (tmp_path / record.name).is_file()  # reported once written, never before
+        seen.append(i)
+
+    # The first write is the slowest: the later ones finish first but wait their turn.
+    records = [_Record("a", 0.3), _Record("b", 0.0), _Record("c", 0.1), _Record("d", 0.0)]
+    with FolderWriter(tmp_path, on_written) as writer:
+        for i, record in enumerate(records):
+            writer.submit(i, record)
+    assert seen == [0, 1, 2, 3]
+
+
+def test_a_failed_write_is_raised_after_the_others_are_done(tmp_path):
+    seen = []
+    records = [_Record("a"), _Record("b", 0.2, OSError(28, "No space left on device"))]
+    records.append(_Record("c", 0.3))
+    writer = FolderWriter(tmp_path, lambda i, r: seen.append(i))
+    for i, record in enumerate(records):
+        writer.submit(i, record)
+    with pytest.raises(OSError, match="No space left"):
+        writer.close()
+    # The write under way when the error came is finished, not cut off; only runs before the
+    # failed one are reported.
+    assert records[2].written.is_set() and seen == [0]
+    # The next submit after an error raises it rather than writing on.
+    late = FolderWriter(tmp_path, lambda i, r: None)
+    late.submit(0, _Record("e", 0.0, ValueError("bad manifest")))
+    late._pool.shutdown(wait=True)
+    with pytest.raises(ValueError, match="bad manifest"):
+        late.submit(1, _Record("f"))
+    assert not (tmp_path / "f").exists()
+
+
+def test_the_sweeps_own_error_wins_and_its_records_are_still_written(tmp_path):
+    seen = []
+    with pytest.raises(KeyboardInterrupt), FolderWriter(tmp_path, lambda i, r: seen.append(i)) as w:
+        w.submit(0, _Record("a", 0.2))
+        raise KeyboardInterrupt  # Ctrl-C while the next unit executes
+    assert (tmp_path / "a").is_file() and seen == [0]
+
+
+def test_a_sweep_with_a_failing_write_keeps_the_folders_before_it(tmp_path, monkeypatch):
+    doc = {**quadratic_doc(), "seeds": [0, 1, 2], "engine": {"many_runs": "off"}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "out"
+    real_write, calls = RunResult.write, []
+
+    def write(self, out_dir):
+        calls.append(self.run_id)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real_write(self, out_dir)
+
+    monkeypatch.setattr(RunResult, "write", write)
+    with pytest.raises(OSError, match="No space left"):
+        run_file(path, out=out, quiet=True)
+    folders = sorted(p for p in out.iterdir() if not p.name.startswith("."))
+    assert [p.name for p in folders] != [] and calls[1] not in {p.name for p in folders}
+    for folder in folders:  # every folder there is whole
+        assert read_run(folder).manifest.status == "ok"
+    assert not [p for p in out.iterdir() if ".tmp-" in p.name]  # nothing half-written
