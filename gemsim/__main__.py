@@ -1,5 +1,5 @@
 """`python -m gemsim`: the same command as `gemsim`."""
 
-from gemsim.cli import app
+from gemsim.cli import main
 
-app(prog_name="gemsim")
+main()

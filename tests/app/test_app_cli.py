@@ -15,7 +15,7 @@ import yaml
 from scenario_docs import quadratic_doc
 from typer.testing import CliRunner
 
-from gemsim.cli import app
+from gemsim.cli import _exit_status, app
 from gemsim.config import read_document
 from gemsim.results import read_manifest
 
@@ -192,6 +192,30 @@ def test_version_help_and_python_dash_m():
     for verb in ("trace", "run", "replay", "calibrate", "validate", "show", "ls", "schema"):
         helped = runner.invoke(app, [verb, "--help"])
         assert helped.exit_code == 0 and "Example:" in helped.output, verb
+
+
+def test_the_console_command_ends_with_its_status_and_all_its_output(tmp_path):
+    # `gemsim.cli.main` ends the process with os._exit (no interpreter teardown): the exit
+    # status and every line printed must survive that, through a pipe (block-buffered).
+    doc = {k: v for k, v in QUAD.items() if k not in ("problem", "optimizer")}
+    doc["sweep"] = {"workers.count": [2, 3, 4]}
+    cmd = [sys.executable, "-m", "gemsim", "trace", str(_write(tmp_path, doc)), "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["n_workers"] for line in done.stdout.splitlines()] == [2, 3, 4]
+    missing = subprocess.run(
+        [sys.executable, "-m", "gemsim", "run", str(tmp_path / "nothing.yaml")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert missing.returncode == 2 and "nothing.yaml" in missing.stderr
+    assert [_exit_status(c) for c in (None, 0, 3)] == [0, 0, 3]
+    # Under a profiler the interpreter exits as usual, so that the profile gets written.
+    stats = tmp_path / "gemsim.prof"
+    profiled = subprocess.run(
+        [sys.executable, "-m", "cProfile", "-o", str(stats), "-m", "gemsim", "--version"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert profiled.returncode == 0 and stats.stat().st_size > 0, profiled.stderr
 
 
 def test_trace_json_is_one_line_per_run(tmp_path):
