@@ -18,13 +18,15 @@ Every command runs in a fresh process with a compilation cache folder of the rou
 round's fresh folder) and then warm. Rounds are interleaved; figures are medians over rounds.
 
 The measured process is this script (``--child``), which imports JAX and gemsim, installs
-probes and calls the `gemsim` command's own code (`gemsim.cli.app`) with the case's arguments.
+probes and calls the `gemsim` command's own entry point (`gemsim.cli.main`, which ends the
+process as the command does) with the case's arguments.
 Columns: ``wall s``, the process from start to exit; ``start-up``, interpreter and imports
 (JAX's included) until the command starts; ``timing``, seconds this process spent getting
 traces (reading the store, waiting for a timing process, simulating: the part of the timing
 model on the critical path); ``compile``, JAX's tracing, lowering and compilation (cache
 hits included); ``execute``, the executors' `execute` less the compilation inside it;
-``write``, writing run folders; ``other``, the rest (checks, plans, data, many-runs set-up,
+``write``, writing run folders (the part that does not overlap execution or compilation:
+folders are written in the background); ``other``, the rest (checks, plans, data, many-runs set-up,
 interpreter exit); ``simulated``, runs whose manifest says their trace was simulated.
 
     python benchmarks/study.py                     # every case, 3 rounds (about 25 min)
@@ -84,14 +86,18 @@ PARTS = ("startup", "timing", "compile", "execute", "write", "other")
 
 
 def child(args: list[str], report: Path) -> None:
-    """`gemsim ARGS` in this process, with probes; the breakdown written to `report`."""
+    """`gemsim ARGS` in this process, with probes, ended as the `gemsim` command ends
+    (`gemsim.cli.main`: exit hooks, then no interpreter teardown); the breakdown written to
+    `report` by an exit hook."""
+    import atexit
+
     import jax  # noqa: F401  (start-up: imported before the command, as its first run would)
     from _common import compile_clock
 
+    import gemsim.cli
     import gemsim.engine
     import gemsim.results
     from gemsim.app import _trace_store
-    from gemsim.cli import app
 
     spans: dict[str, list[tuple[float, float]]] = {"timing": [], "execute": [], "write": []}
 
@@ -111,23 +117,29 @@ def child(args: list[str], report: Path) -> None:
     timed(gemsim.engine.Executor, "execute", "execute")
     timed(gemsim.engine.ManyRunsExecutor, "execute", "execute")
     timed(gemsim.results.RunResult, "write", "write")
+    clock = compile_clock()
+    spans_of_compile = clock.__enter__()
     started = time.time()
-    with compile_clock() as clock:
-        try:
-            app(["run", *args, "--quiet"], standalone_mode=False)
-        finally:
-            ended = time.time()
-            compiled = _union(clock.spans)
-            execute = _union(spans["execute"])
-            figures = {
-                "run_started": started,
-                "run_ended": ended,
-                "timing": _seconds(_union(spans["timing"])),
-                "compile": _seconds(compiled),
-                "execute": _seconds(execute) - _overlap(execute, compiled),
-                "write": _seconds(_union(spans["write"])),
-            }
-            report.write_text(json.dumps(figures))
+
+    def write_report() -> None:  # the command's end: the first exit hook `main` runs
+        ended = time.time()
+        clock.__exit__(None, None, None)
+        compiled = _union(spans_of_compile.spans)
+        execute, write = _union(spans["execute"]), _union(spans["write"])
+        figures = {
+            "run_started": started,
+            "run_ended": ended,
+            "timing": _seconds(_union(spans["timing"])),
+            "compile": _seconds(compiled),
+            "execute": _seconds(execute) - _overlap(execute, compiled),
+            # folders are written in the background: what overlaps the engine is not waited for
+            "write": _seconds(write) - _overlap(write, _union(spans["execute"] + compiled)),
+        }
+        report.write_text(json.dumps(figures))
+
+    atexit.register(write_report)
+    sys.argv = ["gemsim", "run", *args, "--quiet"]
+    gemsim.cli.main()
 
 
 def _union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
