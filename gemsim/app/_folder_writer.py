@@ -7,7 +7,9 @@ Folders are reported in the order the records were handed over, as each is on di
 rows and `--json` lines keep their order). Each folder is still written atomically by
 `RunResult.write`; the first error of a write (or of reporting it) is raised by the next
 `submit` or by `close`, after the writes under way are done, so nothing half-written is left
-behind and the folders already reported stay valid.
+behind and the folders already reported stay valid. An interrupt (Ctrl-C, SIGTERM) in the
+driver likewise waits for the writes under way: a run whose results were computed is kept,
+whole, and the process never ends with a write cut off.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -52,8 +55,7 @@ class FolderWriter:
 
     def close(self) -> None:
         """Wait for every write; raise the first error."""
-        self._pool.shutdown(wait=True)
-        self._report()
+        self._finish()
         self._raise()
 
     def __enter__(self) -> FolderWriter:
@@ -63,8 +65,26 @@ class FolderWriter:
         if exc_type is None:
             self.close()
         else:  # the sweep's own error wins; what was computed is still written
-            self._pool.shutdown(wait=True)
+            self._finish()
+
+    def _finish(self) -> None:
+        """Every write done and reported, even through an interrupt while waiting (the writes
+        under way end whole; `interruptible` ignores a second signal)."""
+        try:
+            self._wait()
+        except BaseException:
+            self._wait()
             self._report()
+            raise
+        self._pool.shutdown(wait=True)
+        self._report()
+
+    def _wait(self) -> None:
+        # On the futures, not the threads: a join cut short by a signal marks its thread as
+        # ended while it still runs (Python's `Thread._wait_for_tstate_lock`, bpo-45274).
+        with self._lock:
+            pending = [future for _, _, future in self._queue]
+        futures.wait(pending)
 
     def _report(self) -> None:
         """Report the written folders at the head of the queue, in order; stop at an error."""

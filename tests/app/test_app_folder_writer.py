@@ -8,6 +8,7 @@ import pytest
 import yaml
 from scenario_docs import quadratic_doc
 
+from gemsim.app import _folder_writer
 from gemsim.app._folder_writer import FolderWriter
 from gemsim.app._run_sweep import run_file
 from gemsim.results import RunResult, read_run
@@ -93,3 +94,21 @@ def test_a_sweep_with_a_failing_write_keeps_the_folders_before_it(tmp_path, monk
     for folder in folders:  # every folder there is whole
         assert read_run(folder).manifest.status == "ok"
     assert not [p for p in out.iterdir() if ".tmp-" in p.name]  # nothing half-written
+
+
+def test_an_interrupt_while_waiting_still_ends_the_writes_under_way(tmp_path, monkeypatch):
+    real_wait, calls = _folder_writer.futures.wait, []
+
+    def wait(pending):  # Ctrl-C arrives while the driver waits for the first time
+        calls.append(len(pending))
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return real_wait(pending)
+
+    monkeypatch.setattr(_folder_writer.futures, "wait", wait)
+    seen, record = [], _Record("a", 0.3)
+    writer = FolderWriter(tmp_path, lambda i, r: seen.append(i))
+    writer.submit(0, record)
+    with pytest.raises(KeyboardInterrupt):
+        writer.close()
+    assert calls == [1, 1] and record.written.is_set() and seen == [0]
