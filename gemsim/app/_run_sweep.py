@@ -206,7 +206,8 @@ def sweep(
     folders as they arrive; the summary rows in sweep order."""
     # Timing processes start before the checks, so that their interpreters are up when the
     # first unit needs its traces (they are stopped if there turn out to be none to simulate).
-    early = _early_ahead(len(runs), backend=backend, jobs=jobs, scheduler=scheduler)
+    timing = [_timing_inputs(r) for r in runs] if backend == "sim" else [None] * len(runs)
+    early = _early_ahead(timing, out_dir, jobs=jobs, scheduler=scheduler)
     with TraceAhead(processes=early) as timing_ahead:
         preflight(runs, source, needs=("problem", "optimizer"))
         who = [RunIdentity.of(expanded, RunKind(backend)) for expanded in runs]
@@ -217,7 +218,7 @@ def sweep(
         if not quiet:
             for note in plan.notes:
                 print(note, file=sys.stderr, flush=True)
-        work, stored = _units_of(who, units, plan.pad_to, out_dir)
+        work, stored = _units_of(who, units, plan.pad_to, out_dir, timing)
         where = dict(jobs=jobs, scheduler=scheduler, address=address)
         ahead = min(early, _ahead_processes(work, stored, jobs=jobs, scheduler=scheduler))
         if ahead:
@@ -259,16 +260,19 @@ def _to_execute(
 
 
 def _units_of(
-    who: list[RunIdentity], units: list[list[int]], pad_to: list[int], out_dir: Path
+    who: list[RunIdentity],
+    units: list[list[int]],
+    pad_to: list[int],
+    out_dir: Path,
+    timing: list[TimingInputs | None],
 ) -> tuple[list[Unit], set[str]]:
-    """The units of work, simulated runs' with their timing inputs and the results folder's
-    trace store; and the keys the store holds now."""
+    """The units of work, simulated runs' with their timing inputs (`timing`, by run) and the
+    results folder's trace store; and the keys the store holds now."""
     store = TraceStore.of(out_dir) if who and who[0].kind is RunKind.SIM else None
     if store is None:  # real runs record their own traces
         work = [Unit(tuple(who[i] for i in u), pad) for u, pad in zip(units, pad_to, strict=True)]
         return work, set()
     store.remove_leftovers()
-    timing = {i: _timing_inputs(who[i]) for unit in units for i in unit}
     work = [
         Unit(tuple(who[i] for i in unit), pad, tuple(timing[i] for i in unit), store)
         for unit, pad in zip(units, pad_to, strict=True)
@@ -276,21 +280,27 @@ def _units_of(
     return work, store.keys()
 
 
-def _timing_inputs(who: RunIdentity) -> TimingInputs | None:
+def _timing_inputs(expanded: ExpandedRun) -> TimingInputs | None:
     """A simulated run's timing inputs, computed once here for every process that needs them
     (None where they fail: the run fails where it executes, with the error)."""
     try:
-        return TimingInputs.of(who.expanded.scenario)
+        return TimingInputs.of(expanded.scenario)
     except Exception:  # the run's own failure, recorded when it runs
         return None
 
 
-def _early_ahead(n_runs: int, *, backend: str, jobs: int, scheduler: str) -> int:
-    """Timing processes a sweep may want, known before its checks: only a simulated sweep
-    of several runs executed here can use them (see `_ahead_processes`)."""
-    if backend != "sim" or scheduler != "local" or jobs != 1:
+def _early_ahead(
+    timing: list[TimingInputs | None], out_dir: Path, *, jobs: int, scheduler: str
+) -> int:
+    """Timing processes a sweep wants, known before its checks (`_ahead_processes` decides
+    again once the runs to execute are known): a sweep executed here with at least two
+    traces its store does not hold."""
+    if scheduler != "local" or jobs != 1:
         return 0
-    return spare_processes(n_runs)
+    keys = {t.key for t in timing if t is not None}
+    if len(keys) < 2:
+        return 0
+    return spare_processes(len(keys - TraceStore.of(out_dir).keys()))
 
 
 def _ahead_processes(work: list[Unit], stored: set[str], *, jobs: int, scheduler: str) -> int:
