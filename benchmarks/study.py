@@ -26,8 +26,8 @@ traces (reading the store, waiting for a timing process, simulating: the part of
 model on the critical path); ``compile``, JAX's tracing, lowering and compilation (cache
 hits included); ``execute``, the executors' `execute` less the compilation inside it;
 ``write``, writing run folders (the part that does not overlap execution or compilation:
-folders are written in the background); ``other``, the rest (checks, plans, data, many-runs set-up,
-interpreter exit); ``simulated``, runs whose manifest says their trace was simulated.
+folders are written in the background); ``other``, the rest (checks, plans, data, many-runs
+set-up, exit hooks); ``simulated``, runs whose manifest says their trace was simulated.
 
     python benchmarks/study.py                     # every case, 3 rounds (about 25 min)
     python benchmarks/study.py --cases repeats rules --rounds 3 --json
@@ -117,14 +117,15 @@ def child(args: list[str], report: Path) -> None:
     timed(gemsim.engine.Executor, "execute", "execute")
     timed(gemsim.engine.ManyRunsExecutor, "execute", "execute")
     timed(gemsim.results.RunResult, "write", "write")
-    clock = compile_clock()
-    spans_of_compile = clock.__enter__()
+    # Entered here, left by the exit hook below: `main` ends the process without returning.
+    clocking = compile_clock()
+    clock = clocking.__enter__()
     started = time.time()
 
     def write_report() -> None:  # the command's end: the first exit hook `main` runs
         ended = time.time()
-        clock.__exit__(None, None, None)
-        compiled = _union(spans_of_compile.spans)
+        clocking.__exit__(None, None, None)
+        compiled = _union(clock.spans)
         execute, write = _union(spans["execute"]), _union(spans["write"])
         figures = {
             "run_started": started,

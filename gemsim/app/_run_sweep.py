@@ -39,7 +39,7 @@ from ._run import preflight
 from ._stages import compile_key
 from ._sweep_local import LocalPool, Lost
 from ._sweep_ray import RayPool
-from ._trace_ahead import TraceAhead, spare_processes, timing_processes
+from ._trace_ahead import TraceAhead, timing_processes
 from ._trace_store import TimingInputs, TraceNotes, TraceStore
 
 SCHEDULERS = ("local", "ray")
@@ -220,10 +220,10 @@ def sweep(
                 print(note, file=sys.stderr, flush=True)
         work, stored = _units_of(who, units, plan.pad_to, out_dir, timing)
         where = dict(jobs=jobs, scheduler=scheduler, address=address)
-        ahead = min(early, _ahead_processes(work, stored, jobs=jobs, scheduler=scheduler))
+        ahead = min(early, _ahead_processes(work, stored))
         if ahead:
-            timing = [[t for t in unit.timing if t is not None] for unit in work]
-            timing_ahead.assign(work[0].store, timing, stored)
+            by_unit = [[t for t in unit.timing if t is not None] for unit in work]
+            timing_ahead.assign(work[0].store, by_unit, stored)
         else:
             timing_ahead.stop()
         notes = TraceNotes(stored, ahead=ahead > 0)
@@ -292,21 +292,19 @@ def _timing_inputs(expanded: ExpandedRun) -> TimingInputs | None:
 def _early_ahead(
     timing: list[TimingInputs | None], out_dir: Path, *, jobs: int, scheduler: str
 ) -> int:
-    """Timing processes a sweep wants, known before its checks (`_ahead_processes` decides
-    again once the runs to execute are known): a sweep executed here with at least two
-    traces its store does not hold."""
+    """Timing processes a sweep starts before its checks: only one executed here (with job
+    processes or Ray, each gets its own units' traces through the store), for the traces its
+    store does not hold (`timing_processes`)."""
     if scheduler != "local" or jobs != 1:
         return 0
-    keys = {t.key for t in timing if t is not None}
-    if len(keys) < 2:
-        return 0
-    return spare_processes(len(keys - TraceStore.of(out_dir).keys()))
+    keys = [t.key for t in timing if t is not None]
+    return timing_processes([keys], TraceStore.of(out_dir).keys())
 
 
-def _ahead_processes(work: list[Unit], stored: set[str], *, jobs: int, scheduler: str) -> int:
-    """Timing processes simulating traces ahead of a sweep run here (none with job processes
-    or Ray: each of those gets its own units' traces through the store)."""
-    if scheduler != "local" or jobs != 1 or not work or work[0].store is None:
+def _ahead_processes(work: list[Unit], stored: set[str]) -> int:
+    """Timing processes the runs to execute still want, once they are known (`resume` may
+    have left fewer traces to simulate than `_early_ahead` counted)."""
+    if not work or work[0].store is None:
         return 0
     keys = [[t.key for t in unit.timing if t is not None] for unit in work]
     return timing_processes(keys, stored)

@@ -48,15 +48,9 @@ def timing_processes(units_keys: Sequence[Sequence[str]], stored: set[str]) -> i
     the engine) or with fewer than two traces to simulate; else one per spare CPU, at most
     MAX_PROCESSES."""
     todo = {k for keys in units_keys for k in keys} - stored
-    return spare_processes(len(todo))
-
-
-def spare_processes(traces: int) -> int:
-    """Timing processes for up to `traces` traces to simulate: one per spare CPU, at most
-    MAX_PROCESSES; none on a single CPU or for fewer than two traces."""
     usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     cpus = len(usable) if usable is not None else (os.cpu_count() or 1)
-    if traces < 2 or cpus < 2:
+    if len(todo) < 2 or cpus < 2:
         return 0
     return min(MAX_PROCESSES, cpus - 1)
 
@@ -113,11 +107,7 @@ class TraceAhead:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join()
-        _stop(self._slots, gently=exc_type is None)
+        self._end(gently=exc_type is None)
 
     def assign(
         self, store: TraceStore, units: Sequence[Sequence[TimingInputs]], stored: set[str]
@@ -132,11 +122,14 @@ class TraceAhead:
 
     def stop(self) -> None:
         """Stop the timing processes now (a sweep that turns out to have no traces for them)."""
+        self._end(gently=True)
+
+    def _end(self, *, gently: bool) -> None:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join()
-        _stop(self._slots, gently=True)
+        _stop(self._slots, gently=gently)
 
     def at(self, index: int) -> None:
         """Unit `index` executes now: the timing processes work on it and the next ones."""

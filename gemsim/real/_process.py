@@ -273,13 +273,19 @@ class ProcessBackend:
         if w in self._restarting:
             self._restarting.discard(w)
             self.book.events.append(WorkerEvent(self._clock(), w, "restarted"))
-        if not self.book.wants_more(w, self._clock()):  # e.g. its steps were all committed
-            if self._send(w, ("stop",)):
-                x.state = "stopped"
-        else:
-            message = ("go", self.book.first_step(w), self._t0, self.book.next_cycle(w), w, 1.0)
-            if self._send(w, message):
-                x.state, x.since = "working", self._clock()
+        if self._stopped_if_done(w, self._clock()):  # e.g. its steps were all committed
+            return
+        message = ("go", self.book.first_step(w), self._t0, self.book.next_cycle(w), w, 1.0)
+        if self._send(w, message):
+            x.state, x.since = "working", self._clock()
+
+    def _stopped_if_done(self, w: int, now: float) -> bool:
+        """Tell worker `w` to stop if the run wants no more of it; whether it did."""
+        if self.book.wants_more(w, now):
+            return False
+        if self._send(w, ("stop",)):
+            self._workers[w].state = "stopped"
+        return True
 
     # --- a population's slots ----------------------------------------------------------
 
@@ -287,9 +293,7 @@ class ProcessBackend:
         """Slot `w` is free: a task for the client the pool chooses, or it waits (`pull`:
         the task does not start at the slot's own commit, so it pulls anew)."""
         x, now = self._workers[w], self._clock()
-        if not self.book.wants_more(w, now):
-            if self._send(w, ("stop",)):
-                x.state = "stopped"
+        if self._stopped_if_done(w, now):
             return
         c = self.pool.take(w, now)
         if c is None:
@@ -402,12 +406,8 @@ class ProcessBackend:
             self.rows.array[w] = row
             if self.pool is not None:  # released before the slot chooses again
                 self.pool.release(w, self._clock(), committed=True)
-            x = self._workers[w]
-            if x.state == "working":
-                if self.book.wants_more(w, self._clock()):
-                    self._go(w, pull=False)
-                elif self._send(w, ("stop",)):
-                    x.state = "stopped"
+            if self._workers[w].state == "working" and not self._stopped_if_done(w, self._clock()):
+                self._go(w, pull=False)
             self._receive(timeout=0)  # later arrivals queue behind the earlier ones
 
     def _check_stalls(self, now: float) -> None:

@@ -119,7 +119,11 @@ class _Server:
         if math.isinf(pool.wake_at) and not self.assigned and max(pool.client_of) < 0:
             pool.drop(w, now)  # no slot in a task and no client to come up: nothing will
             return None
-        return ("wait", min(max(pool.wake_at - now, 0.0), POLL_S))
+        return self._wait(now)
+
+    def _wait(self, now: float) -> tuple[str, float]:
+        """Sleep until the calendar's next change, at most POLL_S (see the module docstring)."""
+        return ("wait", min(max(self.pool.wake_at - now, 0.0), POLL_S))
 
     def _commit_task(self, w: int, work, compute: float, sent: float, started: float):
         pool = self.pool
@@ -144,7 +148,7 @@ class _Server:
             return None
         c = pool.take(w, now)
         if c is None:
-            return ("wait", min(max(pool.wake_at - now, 0.0), POLL_S))
+            return self._wait(now)
         return self._go(w, c, row)  # from the committed row: no pull
 
     def _go(self, w: int, c: int, row):
