@@ -20,6 +20,7 @@ written exactly as before the column existed; one with it is written as format 3
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -346,6 +347,16 @@ class CommitTrace:
     def to_parquet(self, path: str | os.PathLike[str]) -> None:
         """Write the trace to a parquet file, atomically (the one trace format: a run folder's
         trace.parquet and `gemsim trace --out` both come from here)."""
+        atomic_write_bytes(path, self._parquet_bytes)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A trace sent to another process goes without its encoding (`_parquet_bytes`).
+        return {k: v for k, v in self.__dict__.items() if k != "_parquet_bytes"}
+
+    @functools.cached_property
+    def _parquet_bytes(self) -> bytes:
+        # Encoded once per trace (its columns are read-only): the runs of a sweep that share
+        # a trace each write it into their folder.
         import io
 
         import pyarrow as pa
@@ -357,7 +368,7 @@ class CommitTrace:
         table = table.replace_schema_metadata({_METADATA_KEY: json.dumps(meta).encode()})
         buffer = io.BytesIO()
         pq.write_table(table, buffer)
-        atomic_write_bytes(path, buffer.getvalue())
+        return buffer.getvalue()
 
     @classmethod
     def from_parquet(

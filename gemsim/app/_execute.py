@@ -21,6 +21,7 @@ from typing import Any
 from gemsim.results import RunResult
 from gemsim.types import Progress
 
+from ._lru import Lru
 from ._many_runs import execute_many
 from ._one_run import execute_run
 from ._record import RunIdentity, failed_result
@@ -52,15 +53,16 @@ class Unit:
     timing: tuple[TimingInputs | None, ...] = ()
     store: TraceStore | None = None
 
-    def traces(self) -> Traces:
+    def traces(self, kept: Lru | None = None) -> Traces:
         """Where the unit's runs get their traces: the store, where this process sees the
-        results folder it lives in (a Ray node may not), else simulated here."""
+        results folder it lives in (a Ray node may not), else simulated here; those `kept`
+        from the units before (`Traces`)."""
         store = self.store
         if store is not None and not store.seen_here():
             store = None
         pairs = zip(self.runs, self.timing, strict=False)  # no timing: every run's computed here
         known = {w.identity: t for w, t in pairs if t is not None}
-        return Traces(store, known)
+        return Traces(store, known, kept)
 
     @property
     def label(self) -> str:
@@ -72,12 +74,13 @@ def execute_unit(
     progress: Progress | None = None,
     *,
     where: Mapping[str, Any] | None = None,
+    kept: Lru | None = None,
 ) -> list[RunResult]:
     """Every run of a unit, one record each, in the unit's order, each marked with where it
     ran (`where`, default this process). `progress(done, total)` reports the commits under
-    way."""
+    way; `kept`, the traces this process keeps in memory across a sweep's units."""
     where = here("in-process") if where is None else where
-    traces = unit.traces()
+    traces = unit.traces(kept)
     if unit.pad_to:
         done = execute_many(unit.runs, progress, pad_to=unit.pad_to, traces=traces)
         return [result.placed(where) for result in done]

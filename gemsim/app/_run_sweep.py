@@ -31,6 +31,7 @@ from gemsim.types import BACKENDS, RunKind
 from ._compile_cache import setup_compilation_cache
 from ._execute import Unit, execute_unit, here, lost_unit
 from ._folder_writer import FolderWriter
+from ._lru import Lru
 from ._many_runs_plan import plan_many_runs
 from ._progress import ProgressBar, SweepProgress
 from ._provenance import api_call, command_line
@@ -356,7 +357,9 @@ def _here(
     units, work, n_runs: int, quiet: bool, ahead: TraceAhead
 ) -> Iterator[tuple[int, list[RunResult]]]:
     """One unit after another in this process, each with its own progress bar (and the
-    traces of the next ones simulated `ahead`)."""
+    traces of the next ones simulated `ahead`). Traces read once stay in memory for the next
+    units (often the same few: the runs of a study differ in their rule, not their timing)."""
+    kept = Lru(4)
     for index, (positions, unit) in enumerate(zip(units, work, strict=True)):
         ahead.at(index)
         first = positions[0] + 1
@@ -366,7 +369,7 @@ def _here(
             label = f"[{first}-{positions[-1] + 1}/{n_runs}] {len(unit.runs)} runs together"
         bar = ProgressBar(label, quiet=quiet)
         try:
-            records = execute_unit(unit, progress=bar)
+            records = execute_unit(unit, progress=bar, kept=kept)
         finally:
             bar.close()
         yield index, records

@@ -216,12 +216,15 @@ def _stop(slots: list[_Slot], *, gently: bool) -> None:
 # --- the job process -------------------------------------------------------------------------
 
 
-def job_main(conn, driver: int, work: Work) -> None:
-    """The spawn target: run the units the driver sends until told to stop or it is gone."""
+def job_main(conn, driver: int, work: Work, warm: Callable[[], None] | None = None) -> None:
+    """The spawn target: run the units the driver sends until told to stop or it is gone
+    (`warm()` first: what the first unit would otherwise import)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides what Ctrl-C stops
     if hasattr(signal, "pthread_sigmask"):  # blocked since the spawn (starting_child)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     threading.Thread(target=_watch_driver, args=(driver,), daemon=True).start()
+    if warm is not None:
+        warm()
     try:
         while True:
             message = conn.recv()

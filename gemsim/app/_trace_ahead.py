@@ -43,6 +43,18 @@ def simulate_ahead(task: tuple[TraceStore, TimingInputs], progress) -> str:
     return store.ensure(inputs)
 
 
+def warm_timing() -> None:
+    """What a timing process's first trace needs, imported as it starts (while the sweep
+    runs its checks): SimPy and the timing model, the store's lock, and pyarrow with pandas,
+    which pyarrow imports to encode a table. Otherwise the first trace takes 0.3 s, not 20 ms,
+    and the executing process may wait for it."""
+    import filelock  # noqa: F401
+    import pandas  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+    import gemsim.timing._simulate  # noqa: F401
+
+
 def timing_processes(units_keys: Sequence[Sequence[str]], stored: set[str]) -> int:
     """How many timing processes a sweep gets: none on a single CPU (they would take it from
     the engine) or with fewer than two traces to simulate; else one per spare CPU, at most
@@ -89,7 +101,7 @@ class TraceAhead:
                 parent, child = ctx.Pipe()
                 process = ctx.Process(
                     target=job_main,
-                    args=(child, os.getpid(), simulate_ahead),
+                    args=(child, os.getpid(), simulate_ahead, warm_timing),
                     name="gemsim-timing",
                     daemon=True,
                 )

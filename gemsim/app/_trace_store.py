@@ -232,13 +232,18 @@ class Traces:
             see the results folder).
         timing: the runs' timing inputs by identity, as the driver computed them (a run not
             in it has its inputs computed here).
+        kept: the traces kept in memory, shared with the units this process executed before
+            in the sweep (default: the unit's own, four at most).
     """
 
     def __init__(
-        self, store: TraceStore | None = None, timing: Mapping[str, TimingInputs] | None = None
+        self,
+        store: TraceStore | None = None,
+        timing: Mapping[str, TimingInputs] | None = None,
+        kept: Lru | None = None,
     ):
         self.store, self.timing = store, dict(timing or {})
-        self._kept = Lru(4)
+        self._kept = Lru(4) if kept is None else kept
 
     def trace_for(self, who) -> tuple[CommitTrace, dict[str, Any]]:
         """The trace of a run (a `RunIdentity`) and its provenance note (a trace kept from

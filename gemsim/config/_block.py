@@ -20,7 +20,9 @@ ADDED = Added()
 
 
 class Block(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=False, allow_inf_nan=False, defer_build=True
+    )
 
     @model_serializer(mode="wrap")
     def _without_added_defaults(self, handler, info: SerializationInfo):

@@ -104,6 +104,26 @@ def test_a_sweep_simulates_each_timing_once_and_the_next_invocation_none(tmp_pat
     assert "trace           reused from the store" in shown
 
 
+def test_units_executed_here_share_the_traces_they_read(tmp_path, alone, monkeypatch):
+    """Run by run (a unit each), the sweep's four runs of two timings read the store twice,
+    not four times: a trace read stays in memory for this process's next units. The runs and
+    their notes are those of a sweep that read it each time."""
+    reads: Counter = Counter()
+    read = TraceStore.read
+
+    def counting(self, key):
+        reads[key] += 1
+        return read(self, key)
+
+    monkeypatch.setattr(TraceStore, "read", counting)
+    path, out = write_doc(tmp_path, SWEEP), tmp_path / "out"
+    gemsim.run_file(path, out=out, quiet=True, overrides=ONE_BY_ONE)
+    manifests = _manifests(out)
+    _same_runs(manifests, alone)
+    assert _counts(manifests) == {"simulated": 2, "reused within the sweep": 2}
+    assert sorted(reads.values()) == [1, 1] and len(_stored(out)) == 2
+
+
 def test_a_corrupt_stored_trace_is_simulated_again_never_used(tmp_path, alone):
     path, out = write_doc(tmp_path, SWEEP), tmp_path / "out"
     gemsim.run_file(path, out=out, quiet=True, overrides={"seeds": [1]})

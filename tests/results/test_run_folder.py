@@ -67,6 +67,24 @@ def test_round_trip_keeps_values_dtypes_and_params(tmp_path):
     assert record.manifest["status"] == "diverged" and record.manifest["wall_seconds"] == 2.0
 
 
+def test_frames_are_the_files_pandas_writes(tmp_path):
+    """A run's frames are converted in the writing thread (no pyarrow thread pool per frame),
+    yet their files hold the bytes of ``DataFrame.to_parquet`` (no index, no dictionary
+    encoding), above pyarrow's threshold for its pool (100 rows per CPU) too."""
+    import io
+
+    trace = fake_trace(100 * (os.cpu_count() or 1) + 50, 3, seed=2)
+    params = fake_params(1.0)
+    metrics = fake_metrics(trace, gem=True)
+    run_dir = write_run(
+        tmp_path, "r1", fake_manifest("r1", params, n_commits=len(trace)), trace, metrics, params
+    )
+    expected = io.BytesIO()
+    metrics.to_parquet(expected, index=False, engine="pyarrow", use_dictionary=False)
+    assert (run_dir / run_folder.METRICS_FILE).read_bytes() == expected.getvalue()
+    pd.testing.assert_frame_equal(read_run(run_dir).metrics, metrics)
+
+
 def test_manifest_is_strict_stable_json(tmp_path):
     manifest, trace, metrics, params = _parts(
         staleness={"mean": float("inf"), "var": np.float64("nan"), "max": np.int64(9)},

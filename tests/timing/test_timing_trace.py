@@ -115,6 +115,27 @@ def test_parquet_round_trip_keeps_everything(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["trace.parquet"]
 
 
+def test_a_trace_is_encoded_once_and_sent_without_its_encoding(tmp_path):
+    """The parquet bytes are kept on the trace (its columns are read-only) for the runs that
+    write it into their folders: every write gives the bytes of a fresh encoding; a pickled
+    copy (a job process's, a Ray task's) travels without them and writes the same file."""
+    import dataclasses
+    import pickle
+
+    trace = _simulated()
+    trace.to_parquet(tmp_path / "a.parquet")
+    trace.to_parquet(tmp_path / "b.parquet")
+    copy = pickle.loads(pickle.dumps(trace))
+    assert "_parquet_bytes" in vars(trace) and "_parquet_bytes" not in vars(copy)
+    copy.to_parquet(tmp_path / "c.parquet")
+    fresh = dataclasses.replace(trace)  # a new object of the same columns
+    assert "_parquet_bytes" not in vars(fresh)
+    fresh.to_parquet(tmp_path / "d.parquet")
+    files = {(tmp_path / f"{n}.parquet").read_bytes() for n in "abcd"}
+    assert len(files) == 1
+    assert CommitTrace.from_parquet(tmp_path / "c.parquet") == trace
+
+
 def test_parquet_without_gemsim_metadata_is_rejected(tmp_path):
     path = tmp_path / "other.parquet"
     pq.write_table(pa.table({"commit": [0]}), path)

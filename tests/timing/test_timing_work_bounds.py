@@ -109,3 +109,22 @@ def test_endless_churn_and_slowdowns_are_refused_naming_the_limit():
         check_work(_spec(WorkerSpec(Constant(0.1), churn=vanish), 3, SecondsBudget(2.0)))
     # A seconds budget always ends; churn that fits is accepted.
     check_work(_spec(WorkerSpec(Constant(0.1), churn=tiny), 4, SecondsBudget(1.0)))
+
+
+def test_quantiles_kept_per_law_are_those_of_the_law_itself():
+    """`_law_quantiles` keeps a law's quantiles for the process (a sweep checks one cluster
+    per run): equal laws share them, and a law of other parameters, or of another family with
+    equal ones, gets its own, each equal to a bisection of its own survival function."""
+    from gemsim.timing import _work
+
+    laws = [LogNormal(0.1, 0.25), LogNormal(0.1, 0.5), Exponential(mean=0.1), Uniform(0.0, 0.2)]
+    for law in laws + [LogNormal(0.1, 0.25)]:  # the last equal to the first, another object
+        kept = _work._quantiles(law, {})
+        assert kept == [_work._quantile(law, level) for level in _work.QUANTILE_LEVELS]
+        assert kept == sorted(kept) and kept[0] > 0.0  # increasing, inside the law
+    spread = [_work._quantiles(law, {}) for law in laws]
+    assert len({tuple(q) for q in spread}) == len(laws)
+    # The estimate of a cluster is the same made again from new, equal laws.
+    again = _spec(WorkerSpec(LogNormal(0.1, 0.25)), 4, CommitBudget(90))
+    first = _spec(WorkerSpec(LogNormal(0.1, 0.25)), 4, CommitBudget(90))
+    assert expected_work(first) == expected_work(again)
