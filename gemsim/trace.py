@@ -20,7 +20,6 @@ written exactly as before the column existed; one with it is written as format 3
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -60,6 +59,7 @@ _FORMAT_VERSION = 2
 _CLIENT_FORMAT = 3  # a trace with a client column (older readers must refuse it)
 _READABLE_FORMATS = (1, 2, 3)  # format 1 had no flag columns: they take their defaults
 _HASH_HEADER = b"gemsim.CommitTrace/v1\x00"
+_ENCODED = "_encoded_file"  # where a trace keeps its parquet bytes (`CommitTrace.to_parquet`)
 
 
 def default_fresh(worker: np.ndarray) -> np.ndarray:
@@ -347,16 +347,23 @@ class CommitTrace:
     def to_parquet(self, path: str | os.PathLike[str]) -> None:
         """Write the trace to a parquet file, atomically (the one trace format: a run folder's
         trace.parquet and `gemsim trace --out` both come from here)."""
-        atomic_write_bytes(path, self._parquet_bytes)
+        atomic_write_bytes(path, self._parquet_bytes())
 
     def __getstate__(self) -> dict[str, Any]:
-        # A trace sent to another process goes without its encoding (`_parquet_bytes`).
-        return {k: v for k, v in self.__dict__.items() if k != "_parquet_bytes"}
+        # A trace sent to another process goes without its encoded file (`_parquet_bytes`).
+        return {k: v for k, v in self.__dict__.items() if k != _ENCODED}
 
-    @functools.cached_property
     def _parquet_bytes(self) -> bytes:
-        # Encoded once per trace (its columns are read-only): the runs of a sweep that share
-        # a trace each write it into their folder.
+        """The file's bytes, encoded once per trace (its columns are read-only): the runs of
+        a sweep that share a trace each write it into their folder. Two threads may both
+        encode it the first time; they get the same bytes."""
+        encoded = self.__dict__.get(_ENCODED)
+        if encoded is None:
+            encoded = self._encode()
+            object.__setattr__(self, _ENCODED, encoded)  # a cache, not a field
+        return encoded
+
+    def _encode(self) -> bytes:
         import io
 
         import pyarrow as pa

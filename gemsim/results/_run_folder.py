@@ -268,10 +268,11 @@ def _write_frame(path: Path, frame: pd.DataFrame) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    # The bytes of `frame.to_parquet(path, index=False)`, converted in this thread: pyarrow
-    # otherwise starts and stops a thread pool per frame (above 100 rows per CPU), 3x slower
-    # for a 3,000-row frame. No dictionary encoding: per-commit metrics are floats that
-    # rarely repeat, for which it doubled the write's time and made the file a fifth larger.
+    # The bytes of `frame.to_parquet(path, index=False, use_dictionary=False)`, converted in
+    # this thread: pyarrow otherwise starts and stops a thread pool per frame (above 100 rows
+    # per CPU), 3x slower for a 3,000-row frame. No dictionary encoding: per-commit metrics
+    # are floats that rarely repeat, for which it doubled the write's time and made the file
+    # a fifth larger.
     table = pa.Table.from_pandas(frame, preserve_index=False, nthreads=1)
     pq.write_table(table, path, use_dictionary=False)
     with path.open("rb+") as fh:

@@ -122,14 +122,16 @@ def test_a_trace_is_encoded_once_and_sent_without_its_encoding(tmp_path):
     import dataclasses
     import pickle
 
+    from gemsim.trace import _ENCODED
+
     trace = _simulated()
     trace.to_parquet(tmp_path / "a.parquet")
     trace.to_parquet(tmp_path / "b.parquet")
     copy = pickle.loads(pickle.dumps(trace))
-    assert "_parquet_bytes" in vars(trace) and "_parquet_bytes" not in vars(copy)
+    assert _ENCODED in vars(trace) and _ENCODED not in vars(copy)
     copy.to_parquet(tmp_path / "c.parquet")
     fresh = dataclasses.replace(trace)  # a new object of the same columns
-    assert "_parquet_bytes" not in vars(fresh)
+    assert _ENCODED not in vars(fresh)
     fresh.to_parquet(tmp_path / "d.parquet")
     files = {(tmp_path / f"{n}.parquet").read_bytes() for n in "abcd"}
     assert len(files) == 1
