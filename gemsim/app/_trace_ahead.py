@@ -52,7 +52,7 @@ def warm_timing() -> None:
     import pandas  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
-    import gemsim.timing._simulate  # noqa: F401
+    import gemsim.timing  # noqa: F401  (the model, SimPy with it)
 
 
 def timing_processes(units_keys: Sequence[Sequence[str]], stored: set[str]) -> int:
