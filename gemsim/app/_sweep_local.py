@@ -193,7 +193,8 @@ def _exit_text(code: int | None) -> str:
 
 def _stop(slots: list[_Slot], *, gently: bool) -> None:
     """Every job process gone: idle ones are told to stop; any still under way is terminated (its
-    work is dropped: it wrote nothing); one that does not exit in time is killed."""
+    work is dropped: a job process wrote nothing, and a timing process removes the temporary
+    file of a trace it was storing); one that does not exit in time is killed."""
     for slot in slots:
         if slot.process is None:
             continue
@@ -216,15 +217,15 @@ def _stop(slots: list[_Slot], *, gently: bool) -> None:
 # --- the job process -------------------------------------------------------------------------
 
 
-def job_main(conn, driver: int, work: Work, warm: Callable[[], None] | None = None) -> None:
+def job_main(conn, driver: int, work: Work, setup: Callable[[], None] | None = None) -> None:
     """The spawn target: run the units the driver sends until told to stop or it is gone
-    (`warm()` first: what the first unit would otherwise import)."""
+    (`setup()` first: a timing process's, `_trace_ahead.timing_setup`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides what Ctrl-C stops
     if hasattr(signal, "pthread_sigmask"):  # blocked since the spawn (starting_child)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     threading.Thread(target=_watch_driver, args=(driver,), daemon=True).start()
-    if warm is not None:
-        warm()
+    if setup is not None:
+        setup()
     try:
         while True:
             message = conn.recv()

@@ -18,6 +18,7 @@ that dies or is stopped only leaves its traces to be simulated by the executing 
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from collections.abc import Sequence
 from contextlib import suppress
@@ -43,16 +44,23 @@ def simulate_ahead(task: tuple[TraceStore, TimingInputs], progress) -> str:
     return store.ensure(inputs)
 
 
-def warm_timing() -> None:
-    """What a timing process's first trace needs, imported as it starts (while the sweep
-    runs its checks): SimPy and the timing model, the store's lock, and pyarrow with pandas,
-    which pyarrow imports to encode a table. Otherwise the first trace takes 0.3 s, not 20 ms,
-    and the executing process may wait for it."""
+def timing_setup() -> None:
+    """A timing process's start. SIGTERM (how a sweep stops one under way) raises SystemExit,
+    so that a trace being stored removes its temporary file before the process ends. And what
+    its first trace needs is imported now, while the sweep runs its checks: SimPy and the
+    timing model, the store's lock, and pyarrow with pandas, which pyarrow imports to encode a
+    table. Otherwise the first trace takes 0.3 s, not 20 ms, and the executing process may
+    wait for it."""
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     import filelock  # noqa: F401
     import pandas  # noqa: F401
     import pyarrow.parquet  # noqa: F401
 
     import gemsim.timing  # noqa: F401  (the model, SimPy with it)
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def timing_processes(units_keys: Sequence[Sequence[str]], stored: set[str]) -> int:
@@ -101,7 +109,7 @@ class TraceAhead:
                 parent, child = ctx.Pipe()
                 process = ctx.Process(
                     target=job_main,
-                    args=(child, os.getpid(), simulate_ahead, warm_timing),
+                    args=(child, os.getpid(), simulate_ahead, timing_setup),
                     name="gemsim-timing",
                     daemon=True,
                 )

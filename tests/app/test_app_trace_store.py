@@ -239,7 +239,45 @@ def test_timing_processes_leave_nothing_running_whatever_ends_the_sweep(tmp_path
         raise KeyboardInterrupt  # Ctrl-C in the executing process
     _, alive = psutil.wait_procs(helpers, timeout=5)
     assert alive == []
-    assert all(len(name) == 137 for name in _stored(tmp_path))  # complete traces only
+    names = _stored(tmp_path)
+    assert all(len(name) == 137 for name in names), names  # complete traces only
+
+
+def test_a_timing_process_stopped_while_it_stores_a_trace_leaves_no_file(tmp_path):
+    """SIGTERM (how a sweep stops a timing process under way) ends the store's write as an
+    exception would: its temporary file is removed and the store holds nothing (killed at
+    once, the process would leave it behind)."""
+    from multiprocessing import get_context
+
+    from store_faults import stalled_store
+
+    from gemsim.app._sweep_local import job_main
+    from gemsim.app._trace_ahead import timing_setup
+
+    store = TraceStore(tmp_path / STORE_FOLDER)
+    inputs = TimingInputs(config.build_cluster(config.parse_scenario(quadratic_doc(), "a")), 1)
+    reached = tmp_path / "reached"
+    ctx = get_context("spawn")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(
+        target=job_main, args=(child, os.getpid(), stalled_store, timing_setup), daemon=True
+    )
+    process.start()
+    try:
+        parent.send(("unit", 0, (store, inputs, str(reached))))
+        deadline = time.monotonic() + 120  # a spawn and its imports: seconds on a slow machine
+        while not reached.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reached.exists(), "the timing process never began to store its trace"
+        assert [p.name for p in store.root.iterdir() if p.suffix == ".tmp"]  # half a trace
+        process.terminate()
+        process.join(60)
+        assert process.exitcode == 128 + signal.SIGTERM  # SystemExit, not the signal's kill
+    finally:
+        if process.is_alive():
+            process.kill()
+            process.join()
+    assert _stored(tmp_path) == [] and store.keys() == set()
 
 
 def test_timing_processes_started_before_their_work_take_it_then_stop(tmp_path):
