@@ -60,6 +60,8 @@ def timing_setup() -> None:
 
 
 def _exit_on_sigterm(signum, frame) -> None:
+    # SystemExit, not `_signals.Terminated`: multiprocessing ends a process quietly, with this
+    # status, on SystemExit, and prints a traceback for any other exception.
     raise SystemExit(128 + signum)
 
 
@@ -89,10 +91,9 @@ class TraceAhead:
         units: Sequence[Sequence[TimingInputs]] = (),
         *,
         processes: int,
-        stored: set[str] = frozenset(),
     ):
         self.store, self.units, self.processes = store, [list(u) for u in units], processes
-        self._sent: set[str] = set(stored)
+        self._sent: set[str] = set()  # handed out, or held by the store (`assign`)
         self._at = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
