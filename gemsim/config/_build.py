@@ -18,7 +18,7 @@ from gemsim import timing
 from ._data_split import client_weights, data_owners
 from ._errors import ScenarioError
 from ._optimizer import window_of
-from ._problem_blocks import dataset_spec, model_spec
+from ._problem_blocks import dataset_spec, model_context, model_spec
 from ._protocol_blocks import check_protocol, resolve_protocol
 from ._scenario import Scenario
 from ._worker_specs import worker_specs
@@ -94,7 +94,8 @@ def problem_args(scenario: Scenario) -> tuple[problems.ModelSpec, problems.Datas
     block = scenario.problem
     if block is None:
         raise ValueError("the scenario has no `problem` block")
-    return model_spec(block.model), dataset_spec(block.dataset, data_owners(scenario))
+    dataset = dataset_spec(block.dataset, data_owners(scenario), model_context(block))
+    return model_spec(block.model), dataset
 
 
 def build_rule(scenario: Scenario) -> rules.Rule:

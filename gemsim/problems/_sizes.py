@@ -39,8 +39,11 @@ from ._specs import (
     ModelSpec,
     Quadratic,
     Resnet,
+    Shakespeare,
     Synthetic,
     SyntheticFed,
+    Text,
+    Transformer,
 )
 from ._synthetic_fed import synthetic_fed_sizes
 
@@ -55,6 +58,8 @@ class DataShape:
     n_test: int
     input_shape: tuple[int, ...]
     n_classes: int
+    vocab_size: int = 0
+    """Tokens of a text data set's vocabulary (0 for the others)."""
 
 
 # The fixed splits of the bundled sets (see _datasets.py): 400 / 100 MNIST images per class,
@@ -85,6 +90,8 @@ def data_shape(spec: DatasetSpec, seed: int = 0) -> DataShape:
         return DataShape(n_train, n_test, (32, 32, 3), 10)
     if isinstance(spec, Arrays):
         return _arrays_shape(spec)
+    if isinstance(spec, Shakespeare | Text):
+        return _text_shape(spec)
     raise TypeError(f"no known sizes for dataset spec {spec!r}")
 
 
@@ -104,6 +111,16 @@ def _arrays_shape(spec: Arrays) -> DataShape:
             raise DataError(f"arrays {spec.path}", "y_train must not be empty")
         n_classes = int(y_train.max()) + 1
     return DataShape(x_train[0], x_test[0], tuple(x_train[1:]), n_classes)
+
+
+def _text_shape(spec: Shakespeare | Text) -> DataShape:
+    """Windows of the corpus (read and tokenised once per process; no JAX)."""
+    from ._text_corpus import corpus_windows, read_corpus
+
+    corpus = read_corpus(spec)
+    windows = corpus_windows(corpus, spec.context, f"dataset {spec!r}")
+    n_train, n_test = len(windows.starts), len(windows.test_starts)
+    return DataShape(n_train, n_test, (spec.context,), 0, vocab_size=corpus.vocab_size)
 
 
 def _dense(n_in: int, n_out: int) -> int:
@@ -127,6 +144,10 @@ def param_count(model: ModelSpec, data: DataShape | None) -> int:
         conv = sum(k * k * c_in * c_out + c_out for c_in, c_out in convs)
         sizes = (*CNN_HIDDEN, data.n_classes)
         return conv + sum(_dense(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+    if isinstance(model, Transformer):
+        from ._transformer_layout import transformer_param_count
+
+        return transformer_param_count(model, data.vocab_size)
     if isinstance(model, Resnet):
         channels = data.input_shape[2] if len(data.input_shape) == 3 else 1
         return resnet_param_count(model, channels, data.n_classes)

