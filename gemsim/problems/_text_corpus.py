@@ -339,32 +339,37 @@ def corpus_windows(corpus: Corpus, context: int, name: str) -> Windows:
 
 
 def format_text_partition(shards, corpus: Corpus, windows: Windows, max_rows: int = 20) -> str:
-    """A text partition as ``gemsim trace`` prints it: windows and natural groups (roles,
-    plays, files) per owner, one line each or quantiles beyond ``max_rows`` owners."""
+    """A text partition as ``gemsim trace`` prints it: per owner its windows, the natural
+    groups (roles, plays, files) it holds windows of and those groups' characters; one line
+    each, or quantiles beyond ``max_rows`` owners."""
     n, sizes = shards.n_workers, shards.sizes
     owner = np.repeat(np.arange(n, dtype=np.int64), sizes)
-    groups = windows.groups[shards.indices]
-    pairs = np.unique(np.stack([owner, groups]), axis=1)
+    pairs = np.unique(np.stack([owner, windows.groups[shards.indices]]), axis=1)
     n_groups = np.bincount(pairs[0], minlength=n)
+    group_chars = np.bincount(
+        corpus.segment_group,
+        weights=np.diff(corpus.train_offsets),
+        minlength=len(corpus.group_names),
+    )
+    chars = np.bincount(pairs[0], weights=group_chars[pairs[1]], minlength=n).astype(np.int64)
+    first = {int(w): int(g) for w, g in zip(pairs[0][::-1], pairs[1][::-1], strict=True)}
+    name = lambda w: corpus.group_names[first[w]] if w in first else "-"
     lines = [
         f"{n} owners hold {int(sizes.sum())} of {len(windows.starts)} training windows "
         f"({len(corpus.group_names)} natural groups, {len(corpus.train)} characters)"
     ]
+    header = f"{'windows':>9} {'groups':>7} {'characters':>11}"
     if n <= max_rows:
-        lines.append(f"{'owner':>8} {'windows':>9} {'groups':>7}  first group")
+        lines.append(f"{'owner':>8} {header}  first group")
         for w in range(n):
-            first = pairs[1][pairs[0] == w]
-            name = corpus.group_names[first[0]] if first.size else "-"
-            lines.append(f"{w:>8} {sizes[w]:>9} {n_groups[w]:>7}  {name}")
+            lines.append(f"{w:>8} {sizes[w]:>9} {n_groups[w]:>7} {chars[w]:>11}  {name(w)}")
     else:
-        lines.append(f"{'quantile':>8} {'windows':>9} {'groups':>7}")
-        for q, name in ((0.0, "min"), (0.1, "10%"), (0.5, "median"), (0.9, "90%"), (1.0, "max")):
-            lines.append(
-                f"{name:>8} {np.quantile(sizes, q):>9.0f} {np.quantile(n_groups, q):>7.0f}"
-            )
+        lines.append(f"{'quantile':>8} {header}")
+        for q, label in ((0.0, "min"), (0.1, "10%"), (0.5, "median"), (0.9, "90%"), (1.0, "max")):
+            v = [np.quantile(a, q) for a in (sizes, n_groups, chars)]
+            lines.append(f"{label:>8} {v[0]:>9.0f} {v[1]:>7.0f} {v[2]:>11.0f}")
         top = np.argsort(-sizes, kind="stable")[:3]
-        named = [f"{w} ({corpus.group_names[pairs[1][pairs[0] == w][0]]})" for w in top]
-        lines.append("largest: " + ", ".join(named))
+        lines.append("largest: " + ", ".join(f"{w} ({name(int(w))})" for w in top))
     return "\n".join(lines)
 
 

@@ -188,7 +188,7 @@ _EVAL_METRICS = ("train_loss", "test_loss", "test_accuracy")
 _WORKER_METRICS = ("worker_loss_mean", "worker_loss_worst", "worker_loss_p90",
                    "worker_accuracy_mean", "worker_accuracy_worst",
                    "worker_accuracy_p10")  # fmt: skip
-_STEP_METRICS = ("worker_step", "mean_worker_step")
+_STEP_METRICS = ("worker_step", "mean_worker_step", "tokens")
 _CLASS_ACCURACY = re.compile(r"test_accuracy_class_(\d+)$")
 
 
@@ -231,10 +231,23 @@ def _add_worker_steps(metrics: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _add_tokens(metrics: pd.DataFrame, manifest: Mapping[str, Any]) -> pd.DataFrame:
+    """A language model's runs: add ``tokens``, the characters the workers' gradients had
+    processed by each commit, this one included (its local steps x batch x context each)."""
+    config = manifest.get("config") or {}
+    model = (config.get("problem") or {}).get("model") or {}
+    if model.get("name") != "transformer" or "commit" not in metrics.columns:
+        return metrics
+    window = (config.get("optimizer") or {}).get("window", 1)
+    window = window if isinstance(window, int) else 1
+    per_commit = window * config["problem"]["batch_size"] * model["context"]
+    return metrics.assign(tokens=(metrics["commit"].astype("int64") + 1) * per_commit)
+
+
 def _run_frame(
     path: Path, manifest: Mapping[str, Any], columns: Sequence[str] | None
 ) -> pd.DataFrame:
-    metrics = _add_worker_steps(_read_metrics(path, columns))
+    metrics = _add_tokens(_add_worker_steps(_read_metrics(path, columns)), manifest)
     run = pd.DataFrame(_run_row(manifest), index=metrics.index)  # scalars broadcast
     frame = pd.concat([run, metrics], axis=1)
     frame.attrs = {"metric_columns": list(metrics.columns)}
@@ -271,7 +284,10 @@ def load_results(
       and ``worker_accuracy_p10`` (the per-worker values: :func:`load_worker_evals`);
     * derived: ``worker_step``, commits of the committing worker so far counting
       this one (first -> 1), and ``mean_worker_step``, commits so far over the
-      workers that have committed so far (steps per worker, smooth in time).
+      workers that have committed so far (steps per worker, smooth in time); for a
+      language model, ``tokens``, the characters processed by each commit, counting
+      it (commits x local steps x batch size x context); a text problem's evaluation
+      adds ``test_bits_per_char`` and ``test_perplexity``.
 
     Args:
         out_dir: a results folder of run folders.

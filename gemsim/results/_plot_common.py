@@ -23,6 +23,7 @@ X_LABELS = {
     "worker_step": "steps of the committing worker",
     "mean_worker_step": "steps per worker",
     "time": "virtual time (s)",
+    "tokens": "characters processed",
 }
 
 

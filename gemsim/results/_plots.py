@@ -357,6 +357,14 @@ def _folder_jobs(results: pd.DataFrame, runs: dict[str, tuple[Path, dict]]) -> l
                 jobs.append((f"loss_vs_{stem}.png", lambda ax, x=x: plot_loss(results, x, ax=ax)))
         if "workers.count" in cols and results["workers.count"].nunique() > 1:
             jobs.append(("final_vs_workers.png", lambda ax: plot_final_vs_workers(results, ax=ax)))
+    if "test_bits_per_char" in cols and results["test_bits_per_char"].notna().any():
+        files = {"commit": "commits", "tokens": "tokens", "time": "time"}
+        for x, stem in files.items():
+            if x in cols:
+                draw = lambda ax, x=x: plot_loss(
+                    results, x, y="test_bits_per_char", logy=False, ax=ax
+                )
+                jobs.append((f"bits_per_char_vs_{stem}.png", draw))
     if "pi_median" in cols and results["pi_median"].notna().any():
         # Against steps per worker so that runs with different n line up; smoothed
         # over 8 diagnosed commits since single commits scatter widely.
@@ -404,7 +412,9 @@ def plot_run_folder(
     """Write the standard PNGs for a results folder or one run folder (``gemsim plot DIR``).
 
     Plots whose columns are absent are skipped: loss against commits, worker
-    steps and virtual time (``loss_vs_*.png``); final loss against the number of
+    steps and virtual time (``loss_vs_*.png``); a language model's test bits per
+    character against commits, characters processed and virtual time
+    (``bits_per_char_vs_*.png``); final loss against the number of
     workers when ``workers.count`` was swept (``final_vs_workers.png``); median pi
     and the central/target energy ratio for GEM runs (against steps per worker,
     rolling mean over 8 diagnosed commits); a per-tensor pi heat map for
