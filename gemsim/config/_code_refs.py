@@ -63,19 +63,64 @@ def check_kwargs(factory: Any, kwargs: dict[str, Any], what: str) -> None:
         raise ValueError(exc.problems[-1] if hasattr(exc, "problems") else str(exc)) from None
 
 
-def optax_transformation(name: str, kwargs: dict[str, Any]):
-    """``optax.<name>(**kwargs)``, checked: an optax constructor returning a
-    GradientTransformation, called with arguments its signature takes."""
+def transformation_factory(name: str):
+    """The constructor a transformation's name means: gemsim's own outer optimizers
+    (`gemsim.rules.OUTER_OPTIMIZERS`: delayed_nesterov, buffered_nesterov), else optax's;
+    None for neither."""
     import optax
 
+    from gemsim import rules
+
+    if name in rules.OUTER_OPTIMIZERS:
+        return rules.OUTER_OPTIMIZERS[name]
     factory = getattr(optax, name, None)
-    if factory is None or not callable(factory) or name.startswith("_"):
+    return factory if callable(factory) and not name.startswith("_") else None
+
+
+def transformation_name(name: str) -> str:
+    """How messages name a transformation: ``optax.adamw``, ``gemsim.rules.delayed_nesterov``."""
+    from gemsim import rules
+
+    return f"gemsim.rules.{name}" if name in rules.OUTER_OPTIMIZERS else f"optax.{name}"
+
+
+def with_schedules(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments with each ``{schedule: NAME, ...}`` value made the optax schedule
+    ``optax.schedules.NAME(...)`` (a learning rate that follows the optimizer's own step
+    count: a worker's inner steps, the server's outer steps)."""
+    import optax
+
+    out = dict(kwargs)
+    for key, value in kwargs.items():
+        if isinstance(value, dict) and "schedule" in value:
+            args = {k: v for k, v in value.items() if k != "schedule"}
+            name = value["schedule"]
+            factory = getattr(optax.schedules, str(name), None)
+            if factory is None or str(name).startswith("_") or not callable(factory):
+                raise ValueError(
+                    f"{key}: optax has no schedule {name!r} (e.g. warmup_cosine_decay_schedule, "
+                    "cosine_decay_schedule, linear_schedule)"
+                )
+            check_kwargs(factory, args, f"optax.schedules.{name}")
+            out[key] = factory(**args)
+    return out
+
+
+def optax_transformation(name: str, kwargs: dict[str, Any]):
+    """``optax.<name>(**kwargs)`` (or one of gemsim's outer optimizers), checked: a
+    constructor returning a GradientTransformation, called with arguments its signature
+    takes; ``{schedule: ...}`` values become optax schedules."""
+    import optax
+
+    factory = transformation_factory(name)
+    what = transformation_name(name)
+    if factory is None:
         raise ValueError(f"optax has no transformation {name!r} (e.g. sgd, adam, adamw)")
-    check_kwargs(factory, kwargs, f"optax.{name}")
+    check_kwargs(factory, kwargs, what)
     try:
-        tx = factory(**kwargs)
+        tx = factory(**with_schedules(kwargs))
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"optax.{name}({kwargs}) failed: {exc}") from None
+        raise ValueError(f"{what}({kwargs}) failed: {exc}") from None
     if not isinstance(tx, optax.GradientTransformation):
-        raise ValueError(f"optax.{name} does not return a GradientTransformation")
+        raise ValueError(f"{what} does not return a GradientTransformation")
     return tx

@@ -36,7 +36,15 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from gemsim._checks import is_real
 
 from ._block import Block
-from ._code_refs import IMPORT_PATTERN, load, locate, optax_transformation
+from ._code_refs import (
+    IMPORT_PATTERN,
+    load,
+    locate,
+    optax_transformation,
+    transformation_factory,
+    transformation_name,
+    with_schedules,
+)
 
 if TYPE_CHECKING:
     from gemsim import rules
@@ -83,10 +91,7 @@ def _signature_problems(factory: Any, kwargs: dict[str, Any], what: str) -> list
 
 
 def _optax_factory(name: str):
-    import optax
-
-    factory = getattr(optax, name, None)
-    return factory if callable(factory) and not name.startswith("_") else None
+    return transformation_factory(name)
 
 
 def _optax_step_error(name: str, kwargs: dict[str, Any]) -> str | None:
@@ -97,9 +102,9 @@ def _optax_step_error(name: str, kwargs: dict[str, Any]) -> str | None:
     import optax
 
     try:
-        tx = _optax_factory(name)(**kwargs)
+        tx = _optax_factory(name)(**with_schedules(kwargs))
         if not isinstance(tx, optax.GradientTransformation):
-            return f"optax.{name} does not return a GradientTransformation"
+            return f"{transformation_name(name)} does not return a GradientTransformation"
         tree = {"w": jax.ShapeDtypeStruct((2,), jnp.float32)}
         # optax's code as the engine runs it, whatever numerics a caller made strict
         with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
@@ -109,8 +114,12 @@ def _optax_step_error(name: str, kwargs: dict[str, Any]) -> str | None:
     return None
 
 
-def _allowed(param: inspect.Parameter) -> str:
+def _allowed(param: inspect.Parameter, value: Any = None) -> str:
     """What a value of an optax argument may be, from its default and annotation."""
+    if isinstance(value, dict) and "schedule" in value:
+        return "an optax schedule it can build ({schedule: NAME, <its arguments>})"
+    if str(param.annotation) in ("int", "<class 'int'>"):
+        return "an integer"
     default = param.default
     if isinstance(default, bool):
         return "true or false"
@@ -129,7 +138,7 @@ def _optax_value_problems(name: str, kwargs: dict[str, Any]) -> list[Problem]:
     their defaults, a required number at 1.0), so that the error names the argument at
     fault."""
     params = _parameters(_optax_factory(name), kwargs)
-    what = f"optax.{name}"
+    what = transformation_name(name)
     problems: list[Problem] = []
     for key, value in kwargs.items():
         param = params[key]
@@ -139,17 +148,22 @@ def _optax_value_problems(name: str, kwargs: dict[str, Any]) -> list[Problem]:
     error = None if problems else _optax_step_error(name, kwargs)
     if error is None:
         return problems
-    stand_ins = {k: 1.0 for k, p in params.items() if p.default is p.empty and k in kwargs}
+    stand_ins = {k: _stand_in(p) for k, p in params.items() if p.default is p.empty and k in kwargs}
     if _optax_step_error(name, stand_ins) is None:
         for key, value in kwargs.items():
             alone = _optax_step_error(name, {**stand_ins, key: value})
             if alone is not None:
-                allowed = _allowed(params[key])
+                allowed = _allowed(params[key], value)
                 message = f"{what} needs {allowed} here; an update with it failed: {alone}"
                 problems.append(((key,), message, value))
     if not problems:  # only the combination fails
         problems.append(((), f"{what}({_call_text(kwargs)}) fails: {error}", kwargs))
     return problems
+
+
+def _stand_in(param: inspect.Parameter) -> float | int:
+    """A harmless value for a required number: 1 for an integer, else 1.0."""
+    return 1 if str(param.annotation) in ("int", "<class 'int'>") else 1.0
 
 
 def _parameters(factory: Any, kwargs: dict[str, Any]) -> dict[str, inspect.Parameter]:
@@ -179,9 +193,12 @@ class OptaxBlock(Block):
     @model_validator(mode="after")
     def _buildable(self):
         if _optax_factory(self.name) is None:
-            message = f"optax has no transformation {self.name!r} (e.g. sgd, adam, adamw)"
+            message = (
+                f"optax has no transformation {self.name!r} (e.g. sgd, adam, adamw; or "
+                "gemsim's delayed_nesterov, buffered_nesterov)"
+            )
             _raise([(("name",), message, self.name)])
-        factory, what = _optax_factory(self.name), f"optax.{self.name}"
+        factory, what = _optax_factory(self.name), transformation_name(self.name)
         _raise(_signature_problems(factory, self.kwargs, what))
         _raise(_optax_value_problems(self.name, self.kwargs))
         return self

@@ -35,6 +35,10 @@ from gemsim.rules._local import local as local
 from gemsim.rules._malenia import MaleniaState as MaleniaState
 from gemsim.rules._malenia import MaleniaWorkerState as MaleniaWorkerState
 from gemsim.rules._malenia import malenia as malenia
+from gemsim.rules._outer import OUTER_OPTIMIZERS as OUTER_OPTIMIZERS
+from gemsim.rules._outer import DelayedNesterovState as DelayedNesterovState
+from gemsim.rules._outer import buffered_nesterov as buffered_nesterov
+from gemsim.rules._outer import delayed_nesterov as delayed_nesterov
 from gemsim.rules._rennala import RennalaState as RennalaState
 from gemsim.rules._rennala import rennala as rennala
 from gemsim.rules._ringmaster import RingmasterState as RingmasterState
