@@ -1,8 +1,9 @@
 """`server.protocol:` — the server protocol, a block tagged on `name` (a bare name as shorthand).
 
 `{name: async}` (the default), `{name: sync}`, `{name: ssp, bound: 2}` (`bound: inf` or
-YAML's `.inf` is unbounded), `{name: k_sync, k: 4}`, `{name: k_async, k: 4}`; `bound` and
-`k` are integers (`true` is not 1). A bare name is shorthand for a protocol without
+YAML's `.inf` is unbounded), `{name: k_sync, k: 4}`, `{name: k_async, k: 4}`, `{name: grace,
+seconds: 0.5}` (a grace period: `seconds: 0` is `async` itself); `bound` and `k` are integers
+(`true` is not 1). A bare name is shorthand for a protocol without
 parameters: `protocol: sync`, not `protocol: ssp`. Left out, the protocol is
 `async`, or `sync` for the `sync` rule (its rounds are barriers unless a protocol is given).
 
@@ -118,8 +119,20 @@ class KAsyncProtocol(Block):
         return timing.KAsync(self.k)
 
 
+class GraceProtocol(Block):
+    """A grace period (Liu et al. 2024, Algorithm 2): the commits made within `seconds`
+    virtual seconds of a round's first join it, and its workers pull together when it
+    closes; `seconds: 0` is the asynchronous protocol itself (the same traces)."""
+
+    name: Literal["grace"]
+    seconds: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+    def build(self) -> timing.ServerProtocol:
+        return timing.Grace(self.seconds) if self.seconds > 0 else timing.Async()
+
+
 Protocol = Annotated[
-    AsyncProtocol | SyncProtocol | SspProtocol | KSyncProtocol | KAsyncProtocol,
+    AsyncProtocol | SyncProtocol | SspProtocol | KSyncProtocol | KAsyncProtocol | GraceProtocol,
     Field(discriminator="name"),
 ]
 

@@ -58,6 +58,7 @@ from ._population_stats import staleness_by_speed_decile as staleness_by_speed_d
 from ._selection import Selector as Selector
 from ._server_protocols import PROTOCOL_TYPES as PROTOCOL_TYPES
 from ._server_protocols import Async as Async
+from ._server_protocols import Grace as Grace
 from ._server_protocols import KAsync as KAsync
 from ._server_protocols import KSync as KSync
 from ._server_protocols import ServerProtocol as ServerProtocol

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ._server_protocols import Async, KAsync, KSync, ServerProtocol, Ssp, Sync
+from ._server_protocols import Async, Grace, KAsync, KSync, ServerProtocol, Ssp, Sync
 from ._state import CYCLE, DONE, QUEUED, READY, SERVING, WAITING, SimState
 
 
@@ -295,6 +295,35 @@ class KAsyncRun(_Run):
             state.arm(w, True)
 
 
+class GraceRun(KAsyncRun):
+    """`Grace`: rounds of the commits made within ``seconds`` of the round's first.
+
+    As in `KAsync`, a live worker whose gradient is committed waits for its round to close,
+    then pulls, and a round also closes when no gradient is in flight any more; instead of
+    after k commits, it closes when its window ends (a timer set at its first commit).
+    """
+
+    def __init__(self, state: SimState, seconds: float) -> None:
+        super().__init__(state, k=0)  # k = 0: never closed by a count of commits
+        self.seconds = seconds
+        self.window = 0  # the open round's number: a timer of a closed round does nothing
+
+    def committed(self, w: int, k: int, live: bool) -> None:
+        if self.commits == 0:  # the round's first commit opens its window
+            window = self.window
+            timer = self.state.env.timeout(self.seconds)
+            timer.callbacks.append(lambda _event: self._expire(window))
+        super().committed(w, k, live)
+
+    def _expire(self, window: int) -> None:
+        if window == self.window and self.commits:
+            self._close()
+
+    def _close(self) -> None:
+        self.window += 1
+        super()._close()
+
+
 def protocol_run(state: SimState, protocol: ServerProtocol) -> _Run:
     """The run-time object of ``protocol`` for ``state``."""
     if isinstance(protocol, Async):
@@ -307,4 +336,6 @@ def protocol_run(state: SimState, protocol: ServerProtocol) -> _Run:
         return RoundsRun(state, protocol.k)
     if isinstance(protocol, KAsync):
         return KAsyncRun(state, protocol.k)
+    if isinstance(protocol, Grace):
+        return GraceRun(state, protocol.seconds)
     raise ValueError(f"unknown protocol {protocol!r}")  # pragma: no cover - ClusterSpec checks

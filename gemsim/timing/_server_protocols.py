@@ -21,6 +21,16 @@ equal parameters at every version inside a round.
   is `Sync`. `KAsync` takes the next ``k`` gradients from distinct workers, whatever version
   they were computed on: the contributors wait for the round to close and then pull, the
   others keep computing on their old version; with ``k = 1`` it is `Async`.
+- `Grace` (the grace period of Liu, Douillard et al. 2024, "Asynchronous Local-SGD Training
+  for Language Modeling", arXiv 2401.09135, Algorithm 2): workers compute asynchronously;
+  the first commit after a round closed opens a window of ``seconds`` virtual seconds, and
+  every commit made in it joins the round. Its workers wait; the round closes when the window
+  ends or when no gradient is in flight any more (every live worker has joined), and they all
+  pull its version and go on from the same model. ``seconds = 0`` is `Async`; a window longer
+  than any worker's delay makes every round hold every worker, as `Sync` does. The paper and
+  its public toy apply each member's pseudo-gradient as it arrives; here a rule that updates
+  by rounds (`local`) averages a round's, as synchronous DiLoCo does, and a rule that applies
+  each commit as it comes cannot follow rounds of several commits.
 """
 
 from __future__ import annotations
@@ -88,10 +98,27 @@ class KAsync:
         _set(self, "k", check_int("KAsync.k", self.k, 1))
 
 
-ServerProtocol: TypeAlias = Async | Sync | Ssp | KSync | KAsync
+@dataclass(frozen=True)
+class Grace:
+    """Rounds of the commits made within ``seconds`` (a finite number > 0) of the round's
+    first; the round's workers then pull together."""
+
+    seconds: float
+    name: ClassVar[str] = "grace"
+
+    def __post_init__(self) -> None:
+        ok = is_real(self.seconds) and math.isfinite(self.seconds) and self.seconds > 0
+        if not ok:
+            raise ValueError(
+                f"Grace.seconds must be a finite number > 0 (0 is Async), got {self.seconds!r}"
+            )
+        _set(self, "seconds", float(self.seconds))
+
+
+ServerProtocol: TypeAlias = Async | Sync | Ssp | KSync | KAsync | Grace
 """Any protocol of the parameter server."""
 
-PROTOCOL_TYPES: tuple[type, ...] = (Async, Sync, Ssp, KSync, KAsync)
+PROTOCOL_TYPES: tuple[type, ...] = (Async, Sync, Ssp, KSync, KAsync, Grace)
 
 
 def one_commit_rounds(protocol: ServerProtocol) -> bool:

@@ -81,6 +81,8 @@ def protocol_of(**blocks):
         ({"name": "ssp", "bound": "inf"}, timing.Ssp(math.inf)),
         ({"name": "k_sync", "k": 3}, timing.KSync(3)),
         ({"name": "k_async", "k": 4}, timing.KAsync(4)),
+        ({"name": "grace", "seconds": 0.5}, timing.Grace(0.5)),
+        ({"name": "grace", "seconds": 0}, timing.Async()),  # no window: async itself
     ],
 )
 def test_protocol_block_and_bare_name_shorthand(given, expected):
@@ -97,7 +99,12 @@ def test_default_protocol_is_async_and_sync_for_the_sync_rule():
     assert explicit == timing.Async()
 
 
-MULTI = [{"name": "sync"}, {"name": "k_sync", "k": 2}, {"name": "k_async", "k": 3}]
+MULTI = [
+    {"name": "sync"},
+    {"name": "k_sync", "k": 2},
+    {"name": "k_async", "k": 3},
+    {"name": "grace", "seconds": 0.5},
+]
 SINGLE = [{"name": "async"}, {"name": "ssp", "bound": 1}, {"name": "k_sync", "k": 1}]
 
 

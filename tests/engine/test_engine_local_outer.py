@@ -53,3 +53,18 @@ def test_local_with_delayed_nesterov_equals_its_replay_on_a_quadratic():
         versions.append(algorithm_3(np.array(g_all), 0.5, 0.9, 3, 0.1, versions[0]))
     assert list(out.params) == ["theta"]
     np.testing.assert_allclose(np.asarray(out.params["theta"]), versions[-1], rtol=1e-4, atol=1e-5)
+
+
+def test_local_under_a_long_grace_period_is_synchronous_diloco():
+    """A window longer than any delay: every round holds every worker, so asynchronous
+    DiLoCo with a grace period is synchronous DiLoCo, bit for bit."""
+    import dataclasses
+
+    prob = quadratic(dim=DIM, condition=5.0, noise=0.1, seed=2)
+    rule = rules.local(inner=optax.sgd(0.05), window=3)
+    base = cluster(3, budget=30, window=3)
+    runs = []
+    for protocol in (timing.Grace(1e9), timing.Sync()):
+        trace = timing.simulate(dataclasses.replace(base, protocol=protocol), seed=5)
+        runs.append(np.asarray(execute(rule, prob, trace, chunk=8).params["theta"]))
+    np.testing.assert_array_equal(runs[0], runs[1])

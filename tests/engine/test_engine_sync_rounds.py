@@ -115,3 +115,19 @@ def test_sync_follows_the_rounds_of_k_protocols(protocol):
     np.testing.assert_allclose(
         out.params["theta"], round_end_reference(trace, problem), rtol=2e-6, atol=1e-7
     )
+
+
+def test_sync_follows_the_rounds_of_a_grace_period():
+    spec = dataclasses.replace(
+        cluster(4, compute=timing.LogNormal(0.1, 0.5), budget=100), protocol=timing.Grace(0.04)
+    )
+    trace = timing.simulate(spec, seed=3)
+    sizes = np.diff(np.r_[-1, np.flatnonzero(trace.round_end)])
+    assert sizes.min() == 1 and sizes.max() > 1  # windows of one commit and of several
+    problem = quadratic(dim=6, condition=10.0, noise=0.3)
+    out = execute(rules.sync(LR, momentum=MOMENTUM), problem, trace)
+    # rounds of 1 to 4 commits sum in other orders than the reference's: float32 rounding,
+    # grown along the stiffest coordinate over 100 commits (6e-6 of it here)
+    np.testing.assert_allclose(
+        out.params["theta"], round_end_reference(trace, problem), rtol=2e-5, atol=1e-6
+    )
