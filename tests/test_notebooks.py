@@ -38,7 +38,7 @@ STARTUP_TIMEOUT_S = 300
 # The simulated notebooks, the longest first.
 POOLED = [
     "02_paper_figures.ipynb", "06_heterogeneous_data.ipynb", "01_quickstart.ipynb",
-    "05_bring_your_own.ipynb", "03_latency_sweeps.ipynb",
+    "07_language_models.ipynb", "05_bring_your_own.ipynb", "03_latency_sweeps.ipynb",
 ]  # fmt: skip
 AT_ONCE = 2
 
@@ -132,6 +132,12 @@ def _check_sim_vs_real(root: Path) -> None:
     assert (out / "validation.json").is_file() and (out / "calibrated.yaml").is_file()
 
 
+def _check_language_models(root: Path) -> None:
+    out = root / "results" / "lm-quick" / "shakespeare"  # apart from the full runs' folder
+    runs = [path for path in out.iterdir() if (path / "manifest.json").is_file()]
+    assert len(runs) == 4  # 2 and 4 workers x GEM and DOWNPOUR
+
+
 CHECKS = {
     "01_quickstart.ipynb": _check_quick,
     "02_paper_figures.ipynb": _check_paper,
@@ -140,6 +146,7 @@ CHECKS = {
     "04_sim_vs_real.ipynb": _check_sim_vs_real,
     "05_bring_your_own.ipynb": _check_quick,
     "06_heterogeneous_data.ipynb": _check_quick,
+    "07_language_models.ipynb": _check_language_models,
 }
 SLOW = {"02_paper_figures.ipynb", "04_sim_vs_real.ipynb"}
 
