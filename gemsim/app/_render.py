@@ -59,7 +59,9 @@ def render_fits(rows) -> str:
 
 
 def render_trace_report(report: dict) -> str:
-    head = f"run {report['run_id']}" + (f"  sweep {report['sweep']}" if report["sweep"] else "")
+    head = f"run {report['run_id']}  seed {report['seed']}" if "seed" in report else ""
+    head = head or f"run {report['run_id']}"
+    head += f"  sweep {report['sweep']}" if report["sweep"] else ""
     lines = [
         head,
         f"  commits             {report['commits']}",

@@ -77,13 +77,21 @@ def parse_override(text: str) -> tuple[str, Any]:
     return path.strip(), value
 
 
+BUDGET_UNITS = ("commits", "epochs_per_worker", "seconds")
+"""A budget's units, of which a scenario gives one: setting one replaces the others."""
+
+
 def set_path(data: Mapping[str, Any], path: str, value: Any) -> dict[str, Any]:
     """A copy of `data` with the dotted `path` set to `value` (intermediate tables created).
 
     Setting the field that names a block's file (`import`, `path`, `data_dir`) drops the
-    sha256 the block recorded of the previous file: validation records the new file's."""
+    sha256 the block recorded of the previous file: validation records the new file's.
+    Setting a budget's unit (`budget.commits`, `budget.epochs_per_worker`, `budget.seconds`)
+    replaces the budget's other unit: a budget holds one."""
     head, _, rest = path.partition(".")
     out = dict(data)
+    if head == "budget" and rest in BUDGET_UNITS and isinstance(out.get("budget"), Mapping):
+        out["budget"] = {k: v for k, v in out["budget"].items() if k not in BUDGET_UNITS}
     if not rest:
         out = forget_derived(out, head)
         out[head] = value
@@ -164,6 +172,8 @@ def _describe(err: dict[str, Any], data: Mapping[str, Any]) -> str:
         return f"{path}: unknown field{hint}"
     if kind == "missing":
         return f"{path}: required field is missing"
+    if not loc:  # a cross-field check: it names its fields; the input is the whole document
+        return msg if re.match(r"^[a-z_]+(\.[a-z_\[\]0-9]+)+(: | \()", msg) else f"{path}: {msg}"
     return f"{path}: {msg} (got {describe_value(err.get('input'))})"
 
 

@@ -84,6 +84,12 @@ def _check_population(scenario: Scenario) -> None:
             f"workers.{own[0]}: with `clients`, the slots have no {own[0]} of their own; give "
             "the clients churn or an availability file (clients.churn, clients.availability)"
         )
+    if "clients" in scenario.eval.model_fields_set and scenario.eval.clients > clients.population:
+        raise ValueError(
+            f"eval.clients: {scenario.eval.clients} exceeds the population's "
+            f"{clients.population} clients (clients.population); allowed: 1 to "
+            f"{clients.population}"
+        )
     if scenario.budget.epochs_per_worker is not None:
         raise ValueError(
             "budget.epochs_per_worker: a population's slots change client at every task; "
