@@ -326,11 +326,21 @@ def _per_worker(
     parts, columns = [], {}
     for run_dir, manifest in found:
         if (run_dir / name).is_file():
-            table = pd.read_parquet(run_dir / name, engine="pyarrow")
+            table = _with_step_time(pd.read_parquet(run_dir / name, engine="pyarrow"), manifest)
             columns.update(dict.fromkeys(table.columns))
             run = pd.DataFrame(_run_row(manifest), index=table.index)
             parts.append(pd.concat([run, table], axis=1))
     return parts, list(columns)
+
+
+def _with_step_time(table: pd.DataFrame, manifest: Mapping[str, Any]) -> pd.DataFrame:
+    """``mean_step_time`` beside ``mean_compute_time``: per local step, the commit's time
+    over the rule's local steps (``optimizer.window``, 1 for a rule without)."""
+    if "mean_compute_time" not in table.columns:
+        return table
+    window = ((manifest.get("config") or {}).get("optimizer") or {}).get("window", 1)
+    window = window if isinstance(window, int) and window >= 1 else 1
+    return table.assign(mean_step_time=table["mean_compute_time"] / window)
 
 
 def _joined(parts: list[pd.DataFrame], columns: list[str], first: Sequence[str]) -> pd.DataFrame:
@@ -345,8 +355,8 @@ def _joined(parts: list[pd.DataFrame], columns: list[str], first: Sequence[str])
 
 
 WORKER_SUMMARY_COLUMNS = ("worker", "commits", "commit_share", "accepted", "accepted_share",
-                          "mean_compute_time", "shard_size", "speed", "started", "lost",
-                          "up_seconds")  # fmt: skip
+                          "mean_compute_time", "mean_step_time", "shard_size", "speed",
+                          "started", "lost", "up_seconds")  # fmt: skip
 """Columns of ``worker_summary.parquet`` (``shard_size`` where workers hold shards; ``speed``
 to ``up_seconds`` for a population's clients), before the heterogeneous quadratic's
 ``optimum_<i>``."""
@@ -364,7 +374,8 @@ def load_worker_summary(
     ``accepted`` and ``accepted_share`` (commits the rule did not discard, i.e. whose
     ``weight`` is not 0: ringmaster, rennala and malenia discard some; over the run's
     accepted commits), ``mean_compute_time`` (of its commits, from the trace; NaN for a
-    worker that never committed), ``shard_size`` (training examples it holds) where the run
+    worker that never committed) and ``mean_step_time`` (the same per local step: over the
+    rule's ``window``), ``shard_size`` (training examples it holds) where the run
     splits its data, and ``optimum_0, optimum_1, ...`` (its optimum c_w) for the
     heterogeneous quadratic (`gemsim.results.worker_optima`). A population's rows are its
     clients (``worker`` is the client id), with ``speed`` (the client's speed factor),
@@ -400,7 +411,7 @@ def load_worker_evals(
     if evals.empty:
         return evals
     summary = load_worker_summary(out_dir, statuses=statuses)
-    wanted = ["commit_share", "accepted_share", "mean_compute_time", "shard_size"]
+    wanted = ["commit_share", "accepted_share", "mean_compute_time", "mean_step_time", "shard_size"]
     extra = [c for c in wanted if c in summary.columns]
     if extra:
         joined = summary[["run_id", "worker", *extra]]

@@ -9,8 +9,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps, ticker
+from matplotlib import cbook, colormaps, ticker
 from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
 
 from gemsim.results._frames import format_value, sweep_columns_of
 from gemsim.results._run_folder import PARAMS_FILE, read_params
@@ -112,13 +113,38 @@ def mean_curves(frame: pd.DataFrame, x: str, y: str, align: str) -> pd.DataFrame
     return grouped.agg(x=(x, "mean"), y=(y, "mean"), y_std=(y, "std"), n=(y, "count"))
 
 
+LINESTYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">")
+MARKS_PER_LINE = 8
+
+
+def series_style(i: int, n: int = 1) -> dict[str, Any]:
+    """The look of the i-th of a figure's series: a colour of the default ten, a line style
+    that changes with each ten and a marker with each forty, so that no two series share all
+    three, however many there are; the markers of the n series sit at different points of
+    their lines, so that series which coincide stay visible."""
+    colour = colormaps["tab10"].colors[i % 10]
+    marker = MARKERS[(i // 10) % len(MARKERS)] if n > 10 else MARKERS[i % len(MARKERS)]
+    return {"color": colour, "linestyle": LINESTYLES[(i // 10) % 4], "marker": marker}
+
+
+def _marks(i: int, n: int, points: int) -> tuple[int, int]:
+    """``markevery`` for series i of n on a line of ``points``: about MARKS_PER_LINE marks,
+    each series's shifted along the line."""
+    step = max(1, points // MARKS_PER_LINE)
+    return (int(round(i * step / max(n, 1))) % step, step)
+
+
 def draw_curves(ax: Axes, curves: pd.DataFrame, band: bool, kw: dict[str, Any]) -> None:
+    kw = cbook.normalize_kwargs(kw, Line2D)  # `lw=` given overrides our linewidth
     groups = list(curves.groupby(level="_group", sort=True, observed=True))
-    # Past the default cycle's 10 colours, take tab20's so that no two lines share one.
-    palette = colormaps["tab20"].colors if len(groups) > 10 and "color" not in kw else None
     for i, (label, curve) in enumerate(groups):
         curve = curve.sort_values("x")
-        style = {"color": palette[i % len(palette)]} if palette else {}
+        style = {**series_style(i, len(groups)), "markersize": 4}
+        style["markevery"] = _marks(i, len(groups), len(curve))
+        # Later series are drawn thinner on top: a series equal to an earlier one shows both.
+        style["linewidth"] = max(0.8, 2.2 - 1.4 * i / max(len(groups) - 1, 1))
+        style = {k: v for k, v in style.items() if k not in kw}
         (line,) = ax.plot(curve["x"], curve["y"], label=str(label), **style, **kw)
         if band and (curve["n"] > 1).any():
             low, high = curve["y"] - curve["y_std"], curve["y"] + curve["y_std"]
@@ -241,15 +267,28 @@ def is_exponential(manifest: dict[str, Any]) -> bool:
     return compute.get("dist") == "exponential" and plain and asynchronous
 
 
+def law_text(block: dict[str, Any] | None) -> str:
+    """A `<dist>` block as short text: ``lognormal(median=0.1, sigma=0.25)``."""
+    law = dict(block or {})
+    dist = law.pop("dist", "?")
+    args = ", ".join(f"{k}={v}" for k, v in sorted(law.items()) if v is not None)
+    return f"{dist}({args})"
+
+
 def compute_text(manifest: dict[str, Any]) -> str:
-    """The compute law of a run as short text: ``lognormal(median=0.1, sigma=0.25)``."""
-    workers = (manifest.get("config") or {}).get("workers") or {}
-    compute = dict(workers.get("compute") or {})
-    dist = compute.pop("dist", "?")
-    args = ", ".join(f"{k}={v}" for k, v in sorted(compute.items()) if v is not None)
-    text = f"{dist}({args})" + (" + groups" if workers.get("groups") else "")
-    optimizer = (manifest.get("config") or {}).get("optimizer") or {}
-    return text + (", synchronous rounds" if optimizer.get("rule") == "sync" else "")
+    """The compute law of a run as short text: ``lognormal(median=0.1, sigma=0.25)``; with
+    the population behind a run's slots: its clients and their speed law."""
+    config = manifest.get("config") or {}
+    workers = config.get("workers") or {}
+    text = law_text(workers.get("compute")) + (" + groups" if workers.get("groups") else "")
+    optimizer = config.get("optimizer") or {}
+    text += ", synchronous rounds" if optimizer.get("rule") == "sync" else ""
+    clients = config.get("clients")
+    if clients:
+        speed = clients.get("speed")
+        text += f"\n{clients.get('population')} clients"
+        text += f", speed factors {law_text(speed)}" if speed else ""
+    return text
 
 
 def leaf_names(run_dir: Path, count: int) -> list[str] | None:

@@ -336,7 +336,8 @@ def _staleness_jobs(results: pd.DataFrame, runs: dict[str, tuple[Path, dict]]) -
             tag = "" if len(by_timing) == 1 else f"_{group[0]}"
             manifest = runs[group[0]][1]
             geometric = all(is_exponential(runs[r][1]) for r in group)
-            title = f"{n} workers, compute {compute_text(manifest)}"
+            slots = "slots" if (manifest.get("config") or {}).get("clients") else "workers"
+            title = f"{n} {slots}, compute {compute_text(manifest)}"
             subset = results[results["run_id"].isin(group)]
 
             def draw(ax, s=subset, n=int(n), g=geometric, t=title):

@@ -25,11 +25,13 @@ from gemsim.results._plot_common import (
     ensure_axes,
     mean_curves,
     require_columns,
+    series_style,
     with_group,
 )
 
 WORKER_X_LABELS = {
-    "mean_compute_time": "worker's mean compute time (s)",
+    "mean_step_time": "worker's mean compute time per local step (s)",
+    "mean_compute_time": "worker's mean compute time per commit (s, all its local steps)",
     "commit_share": "worker's share of the commits",
     "accepted_share": "worker's share of the accepted commits",
     "shard_size": "training examples the worker holds",
@@ -84,7 +86,7 @@ def plot_class_accuracy(
 
 def plot_worker_accuracy(
     workers: pd.DataFrame,
-    x: str = "mean_compute_time",
+    x: str | None = None,
     hue: str | None = None,
     *,
     y: str = "accuracy",
@@ -93,23 +95,33 @@ def plot_worker_accuracy(
     **kw: Any,
 ) -> Axes:
     """Each worker's accuracy on its own data at its run's last evaluation against its mean
-    compute time (the speed-data picture): one point per (run, worker), a colour per group.
+    compute time per local step (the speed-data picture: a worker's speed, whatever its
+    rule's local steps): one point per (run, worker), a colour and marker per group.
 
     Args:
         workers: frame from ``load_worker_evals`` (its ``commit, worker, accuracy, loss`` and
             the summary's ``mean_compute_time, commit_share, accepted_share, shard_size``).
-        x: ``"mean_compute_time"``, ``"commit_share"``, ``"accepted_share"``,
+        x: ``"mean_step_time"`` (per local step: the default, where the frame has it),
+            ``"mean_compute_time"`` (per commit: its local steps together; the default of a
+            frame without ``mean_step_time``), ``"commit_share"``, ``"accepted_share"``,
             ``"shard_size"`` or any numeric column.
         hue: column whose values get one colour each; None: one per configuration.
         y: ``"accuracy"`` or ``"loss"`` (the quadratic's, whose accuracy is undefined).
         logx: log-scale the x axis.
     """
+    if x is None:
+        x = "mean_step_time" if "mean_step_time" in workers.columns else "mean_compute_time"
     require_columns(workers, [x, y, "run_id", "commit", "worker"], "plot_worker_accuracy")
     ax = ensure_axes(ax)
     last = workers.groupby("run_id")["commit"].transform("max")
     final = with_group(workers[workers["commit"] == last], hue).dropna(subset=[x, y])
-    for label, points in final.groupby("_group", sort=True, observed=True):
-        ax.scatter(points[x], points[y], label=str(label), **{"alpha": 0.8, **kw})
+    groups = list(final.groupby("_group", sort=True, observed=True))
+    for i, (label, points) in enumerate(groups):
+        style = series_style(i, len(groups))
+        # Later groups smaller on top: points that coincide show every group.
+        size = 60 - 40 * i / max(len(groups) - 1, 1)
+        look = {"color": style["color"], "marker": style["marker"], "alpha": 0.8, "s": size}
+        ax.scatter(points[x], points[y], label=str(label), **{**look, **kw})
     if logx:
         ax.set_xscale("log")
     ax.set_xlabel(WORKER_X_LABELS.get(x, x))
@@ -154,8 +166,11 @@ def plot_participation(
     require_columns(summary, [x, y, "run_id"], "plot_participation")
     ax = ensure_axes(ax)
     points = with_group(summary.dropna(subset=[x, y]), hue)
-    for label, rows in points.groupby("_group", sort=True, observed=True):
-        (line,) = ax.plot([], [], marker="o", label=str(label), **kw)
+    groups = list(points.groupby("_group", sort=True, observed=True))
+    for i, (label, rows) in enumerate(groups):
+        size = 8 - 4 * i / max(len(groups) - 1, 1)  # later groups smaller, on top
+        style = {**series_style(i, len(groups)), "markersize": size}
+        (line,) = ax.plot([], [], label=str(label), **{**style, **kw})
         colour = line.get_color()
         ax.scatter(rows[x], rows[y], s=4, alpha=0.15, color=colour, linewidths=0)
         binned = pd.qcut(rows[x].rank(method="first"), min(bins, len(rows)), labels=False)
