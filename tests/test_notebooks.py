@@ -38,7 +38,8 @@ STARTUP_TIMEOUT_S = 300
 # The simulated notebooks, the longest first.
 POOLED = [
     "02_paper_figures.ipynb", "06_heterogeneous_data.ipynb", "01_quickstart.ipynb",
-    "07_language_models.ipynb", "05_bring_your_own.ipynb", "03_latency_sweeps.ipynb",
+    "07_language_models.ipynb", "08_async_local_sgd.ipynb", "05_bring_your_own.ipynb",
+    "03_latency_sweeps.ipynb",
 ]  # fmt: skip
 AT_ONCE = 2
 
@@ -138,6 +139,13 @@ def _check_language_models(root: Path) -> None:
     assert len(runs) == 4  # 2 and 4 workers x GEM and DOWNPOUR
 
 
+def _check_async_local(root: Path) -> None:
+    quick = root / "results" / "lm-quick"  # apart from the full runs' folders
+    for name in ("async_local", "async_local_toy"):  # each: sync and async x 2 outer optimizers
+        runs = [path for path in (quick / name).iterdir() if (path / "manifest.json").is_file()]
+        assert len(runs) == 4, name
+
+
 CHECKS = {
     "01_quickstart.ipynb": _check_quick,
     "02_paper_figures.ipynb": _check_paper,
@@ -147,6 +155,7 @@ CHECKS = {
     "05_bring_your_own.ipynb": _check_quick,
     "06_heterogeneous_data.ipynb": _check_quick,
     "07_language_models.ipynb": _check_language_models,
+    "08_async_local_sgd.ipynb": _check_async_local,
 }
 SLOW = {"02_paper_figures.ipynb", "04_sim_vs_real.ipynb"}
 
