@@ -66,7 +66,8 @@ def scenario_shards(scenario: Scenario) -> tuple[problems.Shards, np.ndarray, in
     brings its data (its partition is drawn when it is built).
 
     Raises:
-        problems.PartitionError: an impossible partition (the field it is about).
+        problems.PartitionError: an impossible partition (the field it is about), or a shard
+            smaller than the batch (field ``shards``), as building the problem would.
     """
     import numpy as np
 
@@ -79,14 +80,17 @@ def scenario_shards(scenario: Scenario) -> tuple[problems.Shards, np.ndarray, in
     dataset = dataset_spec(block.dataset, data_owners(scenario), model_context(block))
     labels, n_classes, groups = problems.training_labels(dataset, scenario.seed)
     if n_classes < 1:  # float targets: sizes only, as `make_problem` splits them
-        if split.claims or isinstance(split.spec, problems.Dirichlet | problems.Classes):
+        if split.claims or isinstance(split.spec, problems.LABEL_SPECS):
             raise problems.PartitionError(
                 "name", "splits by class need class labels; this data set has float targets"
             )
         labels, n_classes = np.zeros(len(labels), np.int64), 1
+    owners, batch = data_owners(scenario), block.batch_size
     shards = problems.split_shards(
-        split, labels, data_owners(scenario), scenario.seed, n_classes=n_classes, groups=groups
+        split, labels, owners, scenario.seed, n_classes=n_classes, groups=groups, batch_size=batch
     )
+    # What building the problem refuses, refused here too: trace and show agree with run.
+    problems.check_shards(shards, batch)
     return shards, labels, n_classes
 
 

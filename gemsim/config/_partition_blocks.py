@@ -8,14 +8,18 @@ the problem is built, before any run (`app.preflight`); the blocks check their o
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, ValidationInfo, model_validator
 
-from ._block import Block
+from ._block import ADDED, Block
 from ._dist_blocks import Dist, with_file_digest
 
 Order = Literal["drawn", "by_speed"]
+SizeFunction = Literal["linear", "square", "exponential"]
+Alpha = PositiveFloat | Annotated[list[PositiveFloat], Field(min_length=1)]
+"""One concentration, or one per worker (`dirichlet`) or per class (`inner_dirichlet`)."""
 
 
 class _PartitionBlock(Block):
@@ -40,46 +44,185 @@ class IidPartition(_PartitionBlock):
 
 class DirichletPartition(_PartitionBlock):
     """Each class split across the workers in Dirichlet(alpha) proportions (Hsu et al. 2019;
-    Flower's DirichletPartitioner): small alpha, few classes per worker."""
+    Flower's DirichletPartitioner): small alpha, few classes per worker. `alpha`: one number,
+    or a list of one per worker (data owner). `self_balancing`: Flower's option (a worker
+    above the average shard size gets none of the next classes). Drawn again, at most 11
+    times, until every shard holds max(`min_size`, the batch size)."""
 
     name: Literal["dirichlet"]
-    alpha: PositiveFloat
+    alpha: Alpha
     min_size: PositiveInt = 10
     samples: PositiveInt | None = None
-    """Each worker (client) draws this many examples with its own Dirichlet(alpha p) class
-    proportions, with replacement (shards overlap: for populations larger than the training
-    set); left out, each class is split among the workers (disjoint shards)."""
+    """Deprecated (alpha means something else with it: Dirichlet(alpha p), concentrations
+    summing to alpha): write `inner_dirichlet` with `samples`. Each worker (client) draws
+    this many examples with its own class proportions, with replacement (shards overlap)."""
+    self_balancing: Annotated[bool, ADDED] = False
+
+    @model_validator(mode="after")
+    def _modes(self):
+        if self.samples is not None:
+            if self.self_balancing or isinstance(self.alpha, list):
+                field = "self_balancing" if self.self_balancing else "alpha"
+                raise ValueError(
+                    f"{field}: needs disjoint shards (one alpha per worker, self-balancing); "
+                    "leave out `samples`"
+                )
+            _deprecated(
+                "partition dirichlet with samples draws Dirichlet(alpha p) mixes, whose "
+                "concentrations sum to alpha (not alpha per class, as without samples): write "
+                "{name: inner_dirichlet, alpha, samples} (alpha / classes for the same law "
+                "on balanced labels)"
+            )
+        return self
 
     def spec(self):
         from gemsim.problems import Dirichlet
 
+        alpha = tuple(self.alpha) if isinstance(self.alpha, list) else self.alpha
         return Dirichlet(
-            alpha=self.alpha, min_size=self.min_size, order=self.order, samples=self.samples
+            alpha=alpha,
+            min_size=self.min_size,
+            order=self.order,
+            samples=self.samples,
+            self_balancing=self.self_balancing,
         )
 
 
+class InnerDirichletPartition(_PartitionBlock):
+    """Every worker draws its own label mix from Dirichlet(alpha) over the classes (Flower's
+    InnerDirichletPartitioner; label and quantity skew together) and fills a shard of its
+    size with it: equal sizes, or drawn from `dist`, or Flower's `law` (linear, square,
+    exponential in the worker's id). `alpha`: one number, or one per class of the data set.
+    With `samples`, each worker draws that many examples from its mix, with replacement
+    (shards overlap: for populations larger than the training set)."""
+
+    name: Literal["inner_dirichlet"]
+    alpha: Alpha
+    dist: Dist | None = None
+    law: SizeFunction | None = None
+    samples: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _sizes(self):
+        _one_size_law(self, required=False)
+        if self.samples is not None and (self.dist is not None or self.law is not None):
+            raise ValueError(
+                "samples: every worker then holds `samples` examples: leave out "
+                f"{'dist' if self.dist is not None else 'law'}"
+            )
+        return self
+
+    def spec(self):
+        from gemsim.problems import InnerDirichlet
+
+        alpha = tuple(self.alpha) if isinstance(self.alpha, list) else self.alpha
+        return InnerDirichlet(
+            alpha=alpha, sizes=_sizes(self), samples=self.samples, order=self.order
+        )
+
+
+class ShardsPartition(_PartitionBlock):
+    """McMahan et al. 2017's shards (Flower's ShardPartitioner): the training set sorted by
+    label, cut into shards of `shard_size` examples (default: n_train / (workers x
+    `per_worker`)), `per_worker` of them dealt to each worker at random."""
+
+    name: Literal["shards"]
+    per_worker: PositiveInt = 2
+    shard_size: PositiveInt | None = None
+
+    def spec(self):
+        from gemsim.problems import LabelShards
+
+        return LabelShards(per_worker=self.per_worker, shard_size=self.shard_size, order=self.order)
+
+
+class PathologicalPartition(_PartitionBlock):
+    """Each worker holds exactly `per_worker` classes (Flower's PathologicalPartitioner):
+    `random` (drawn for each worker), `deterministic` (classes w, w+1, ... of the sorted
+    classes) or `first-deterministic` (class w, the others drawn); each class is then split
+    evenly among its holders."""
+
+    name: Literal["pathological"]
+    per_worker: PositiveInt
+    mode: Literal["random", "deterministic", "first-deterministic"] = "random"
+
+    def spec(self):
+        from gemsim.problems import Pathological
+
+        return Pathological(per_worker=self.per_worker, mode=self.mode, order=self.order)
+
+
+class RoundRobinPartition(_PartitionBlock):
+    """Each worker holds `per_worker` classes, dealt round a random permutation of the
+    classes (worker w: classes perm[(w per_worker + j) mod C]); with per_worker dividing C,
+    that is C / per_worker fixed blocks of classes."""
+
+    name: Literal["round_robin"]
+    per_worker: PositiveInt
+
+    def spec(self):
+        from gemsim.problems import RoundRobin
+
+        return RoundRobin(per_worker=self.per_worker, order=self.order)
+
+
 class ClassesPartition(_PartitionBlock):
-    """Each worker holds `per_worker` classes (McMahan et al. 2017's shards)."""
+    """Deprecated name of `round_robin` (the same draws): it is neither McMahan et al.'s
+    shards (`shards`) nor Flower's PathologicalPartitioner (`pathological`)."""
 
     name: Literal["classes"]
     per_worker: PositiveInt
 
-    def spec(self):
-        from gemsim.problems import Classes
+    @model_validator(mode="after")
+    def _renamed(self):
+        _deprecated(
+            "partition classes is deprecated: write round_robin (the same shards), or shards "
+            "(McMahan et al.) or pathological (Flower) for the partitions it was taken for"
+        )
+        return self
 
-        return Classes(per_worker=self.per_worker, order=self.order)
+    def spec(self):
+        from gemsim.problems import RoundRobin
+
+        return RoundRobin(per_worker=self.per_worker, order=self.order)
 
 
 class QuantityPartition(_PartitionBlock):
-    """IID labels, shard sizes in proportion to draws of `dist` (quantity skew)."""
+    """IID labels, shard sizes in proportion to draws of `dist` (quantity skew), or Flower's
+    deterministic `law` (linear, square, exponential in the worker's id)."""
 
     name: Literal["quantity"]
-    dist: Dist
+    dist: Dist | None = None
+    law: Annotated[SizeFunction | None, ADDED] = None
+
+    @model_validator(mode="after")
+    def _sizes(self):
+        _one_size_law(self, required=True)
+        return self
 
     def spec(self):
         from gemsim.problems import Quantity
 
-        return Quantity(sizes=self.dist.build(), order=self.order)
+        return Quantity(sizes=_sizes(self), order=self.order)
+
+
+def _one_size_law(block, *, required: bool) -> None:
+    if block.dist is not None and block.law is not None:
+        raise ValueError("give `dist` (a random law) or `law` (a deterministic one), not both")
+    if required and block.dist is None and block.law is None:
+        raise ValueError("dist: required (a <dist> block), or `law`: linear, square or exponential")
+
+
+def _sizes(block):
+    from gemsim.problems import IdSizes
+
+    if block.law is not None:
+        return IdSizes(block.law)
+    return None if block.dist is None else block.dist.build()
+
+
+def _deprecated(message: str) -> None:
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
 
 
 class FilePartition(_PartitionBlock):
@@ -105,8 +248,9 @@ class FilePartition(_PartitionBlock):
 
 
 class GroupsPartition(_PartitionBlock):
-    """The data set's natural groups, one per worker (an `arrays` file's `groups` array, or
-    `synthetic_fed`'s devices)."""
+    """The data set's natural groups (an `arrays` file's `groups` array, `synthetic_fed`'s
+    devices, a play's roles): one per worker, or with more groups than workers consecutive
+    runs of the sorted ids, as Flower's GroupedNaturalIdPartitioner groups them."""
 
     name: Literal["groups"]
 
@@ -119,6 +263,10 @@ class GroupsPartition(_PartitionBlock):
 PartitionBlock = Annotated[
     IidPartition
     | DirichletPartition
+    | InnerDirichletPartition
+    | ShardsPartition
+    | PathologicalPartition
+    | RoundRobinPartition
     | ClassesPartition
     | QuantityPartition
     | FilePartition

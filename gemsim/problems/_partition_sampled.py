@@ -1,18 +1,19 @@
 """Shards drawn with replacement, for populations of clients larger than the training set
-(`Iid` or `Dirichlet` with ``samples``): every client draws its own examples, so shards
-overlap; memory ``n_workers * samples`` indices. Vectorised over clients (a million clients
-draw in seconds): Python loops run over classes only."""
+(`Iid`, `Dirichlet` or `InnerDirichlet` with ``samples``): every client draws its own
+examples, so shards overlap; memory ``n_workers * samples`` indices. Vectorised over clients
+(a million clients draw in seconds): Python loops run over classes only."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._partition_specs import Dirichlet, Iid, PartitionError, Shards
+from ._partition_dirichlet import class_alpha
+from ._partition_specs import Dirichlet, Iid, InnerDirichlet, PartitionError, Shards
 from ._partition_summary import histogram, tv_distance
 
 
 def sampled_shards(
-    spec: Iid | Dirichlet,
+    spec: Iid | Dirichlet | InnerDirichlet,
     labels: np.ndarray,
     n: int,
     rng: np.random.Generator,
@@ -26,7 +27,13 @@ def sampled_shards(
     if isinstance(spec, Iid):
         indices = rng.integers(0, labels.size, size=(n, m)).ravel()
     else:
-        indices = _dirichlet_sampled(spec.alpha, labels, n, m, rng, n_classes)
+        counts_global = np.bincount(labels, minlength=n_classes)
+        present = np.flatnonzero(counts_global)
+        if isinstance(spec, InnerDirichlet):
+            concentration = class_alpha(spec.alpha, n_classes, present)
+        else:  # Dirichlet's deprecated reading: Dirichlet(alpha p), concentrations sum alpha
+            concentration = spec.alpha * (counts_global[present] / labels.size)
+        indices = _dirichlet_sampled(concentration, labels, n, m, rng, n_classes)
     if slowness is not None:
         indices = _by_speed_sampled(spec, indices, labels, n, m, n_classes, slowness)
     offsets = np.arange(n + 1, dtype=np.int64) * m
@@ -34,12 +41,18 @@ def sampled_shards(
 
 
 def _dirichlet_sampled(
-    alpha: float, labels: np.ndarray, n: int, m: int, rng: np.random.Generator, n_classes: int
+    concentration: np.ndarray,
+    labels: np.ndarray,
+    n: int,
+    m: int,
+    rng: np.random.Generator,
+    n_classes: int,
 ) -> np.ndarray:
+    """Each client's ``m`` indices: its mix ~ Dirichlet(concentration) over the classes
+    present, multinomial counts, examples uniform within a class (with replacement)."""
     counts_global = np.bincount(labels, minlength=n_classes)
     present = np.flatnonzero(counts_global)
-    prior = counts_global[present] / labels.size
-    mix = rng.dirichlet(alpha * prior, size=n)  # [n, classes present]
+    mix = rng.dirichlet(concentration, size=n)  # [n, classes present]
     counts = rng.multinomial(m, mix)  # [n, classes present], rows sum to m
     order = np.argsort(labels, kind="stable")
     ends = np.cumsum(counts_global)

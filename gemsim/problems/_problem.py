@@ -20,9 +20,8 @@ from ._model_imports import ModelError
 from ._models import build_model
 from ._npz import DataError, check_arrays, npz_headers
 from ._partitions import (
-    Classes,
+    LABEL_SPECS,
     DataSplit,
-    Dirichlet,
     PartitionError,
     check_shards,
     split_shards,
@@ -344,13 +343,14 @@ def _text_fields(
     if split is not None and split.splits:
         if n_workers is None:
             raise ValueError("make_problem: splitting the data among workers needs n_workers")
-        if split.claims or isinstance(split.spec, Dirichlet | Classes):
+        if split.claims or isinstance(split.spec, LABEL_SPECS):
             raise PartitionError(
                 "name", "splits by class need class labels; a text data set has none"
             )
         labels = np.zeros(data.n_train, np.int64)
+        groups = data.windows.groups
         shards = split_shards(
-            split, labels, n_workers, seed, n_classes=1, groups=data.windows.groups
+            split, labels, n_workers, seed, n_classes=1, groups=groups, batch_size=batch_size
         )
         check_shards(shards, batch_size)
     per, owners = sample
@@ -379,13 +379,19 @@ def _shards(data: Dataset, split: DataSplit | None, n_workers, seed: int, batch_
     if n_workers is None:
         raise ValueError("make_problem: splitting the data among workers needs n_workers")
     classes = data.n_classes >= 1
-    if not classes and (split.claims or isinstance(split.spec, Dirichlet | Classes)):
+    if not classes and (split.claims or isinstance(split.spec, LABEL_SPECS)):
         raise PartitionError(
             "name", "splits by class need class labels; this data set has float targets"
         )
     labels = np.asarray(data.y_train) if classes else np.zeros(len(data.y_train), np.int64)
     shards = split_shards(
-        split, labels, n_workers, seed, n_classes=max(data.n_classes, 1), groups=data.groups
+        split,
+        labels,
+        n_workers,
+        seed,
+        n_classes=max(data.n_classes, 1),
+        groups=data.groups,
+        batch_size=batch_size,
     )
     check_shards(shards, batch_size)
     return shards

@@ -134,3 +134,23 @@ def test_trace_and_show_print_the_partition(tmp_path):
     code = f"import sys; from gemsim.app import trace_scenario; trace_scenario({str(path)!r}); "
     code += "assert 'jax' not in sys.modules, 'trace imported JAX'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_trace_show_and_run_refuse_the_same_small_shards(tmp_path):
+    """A shard smaller than the batch: `run` refuses it when it builds the problem, and
+    `trace` and `show` refuse it too, naming the batch size; a Dirichlet partition draws
+    again instead (its min_size rises to the batch size)."""
+    from gemsim.config import ScenarioError
+
+    sizes = {"name": "quantity", "dist": {"dist": "lognormal", "median": 1.0, "sigma": 2.5}}
+    doc = {**SPLIT_DOC, "problem": {**SPLIT_DOC["problem"], "batch_size": 32, "partition": sizes}}
+    doc["workers"] = {k: v for k, v in SPLIT_DOC["workers"].items() if k != "groups"}
+    path = write_doc(tmp_path, doc, "small.yaml")
+    for refuse in (trace_scenario, show_file, lambda p: run(config.load_scenario(p))):
+        with pytest.raises(ScenarioError, match=r"problem\.batch_size: worker \d+ holds"):
+            refuse(path)
+    skewed = {"name": "dirichlet", "alpha": 0.3}  # min_size 10 < the batch 32: drawn again
+    doc["problem"] = {**doc["problem"], "partition": skewed}
+    (report,) = trace_scenario(write_doc(tmp_path, doc, "dirichlet.yaml"))
+    shards = config.scenario_shards(config.parse_scenario(doc, "d"))[0]
+    assert shards.sizes.min() >= 32 and report["partition"].startswith(f"{N} workers hold 400")
