@@ -92,7 +92,7 @@ def test_a_text_that_cannot_serve_is_refused_by_file(tmp_path):
     )
 
 
-def test_a_population_of_roles_must_match_the_roles(tmp_path):
+def test_a_population_of_more_clients_than_roles_is_refused(tmp_path):
     clients = {"population": 7, "concurrency": 2}
     problem = {
         "model": MODEL,
