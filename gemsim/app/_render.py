@@ -134,8 +134,10 @@ def _protocol_lines(report: dict) -> list[str]:
             f"{_g(report['lost_compute_seconds'])} s of compute"
         )
     if report["cancelled"]:
+        # by k_sync's k-th arrival, or by the server's stops (`optimizer.stops`, `restarts`)
+        label = "cancelled (k_sync)" if report["protocol"] == "k_sync" else "cancelled (stops)"
         lines.append(
-            f"  cancelled (k_sync)  {report['cancelled']} gradients, "
+            f"  {label:<18}  {report['cancelled']} gradients, "
             f"{_g(report['cancelled_compute_seconds'])} s of compute"
         )
     return lines

@@ -40,6 +40,17 @@ def read_trace_arg(trace_file: str | Path) -> tuple[CommitTrace, Path]:
         raise UserError(str(path), f"not a readable commit trace: {exc}") from None
 
 
+def check_replayable(trace: CommitTrace, trace_path: str | Path) -> None:
+    """Refuse, before anything runs, a trace the engine cannot execute (a UserError naming
+    the file, the first such commit and why: `engine.UnreplayableTrace`)."""
+    from gemsim import engine
+
+    try:
+        engine.plan_of(trace)
+    except engine.UnreplayableTrace as exc:
+        raise UserError(str(trace_path), f"the engine cannot replay this trace: {exc}") from None
+
+
 def replay_file(
     trace_file: str | Path,
     path: str | Path,
@@ -69,6 +80,7 @@ def replay_file(
                 f"{trace.n_workers} workers"
             ],
         )
+    check_replayable(trace, trace_path)
     expanded = config.expand(scenario, source=str(path), base_dir=path.parent)
     preflight(expanded, str(path), needs=("problem", "optimizer"))
     out_dir = Path(out) if out is not None else Path("results") / scenario.name

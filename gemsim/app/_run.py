@@ -120,12 +120,14 @@ def real_clients(scenario: Scenario, done) -> dict | None:
     return client_columns(population, done.clients, scenario.seed, done.trace.duration)
 
 
-def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> None:
+def preflight(
+    runs: list[ExpandedRun], source: str, *, needs: Iterable[str], backend: str = "sim"
+) -> None:
     """Every check that can fail before running, on every expanded run, before the first
     starts: the blocks running needs, the rule's hyperparameters, the problem's data (its
-    files exist and give its sizes, its training set holds a batch), and how much work the
-    timing model would do (churn and slowdowns). Raises one ScenarioError listing every
-    problem."""
+    files exist and give its sizes, its training set holds a batch), how much work the
+    timing model would do (churn and slowdowns), and on a real `backend` what it cannot run.
+    Raises one ScenarioError listing every problem."""
     from ._timing_only import check_batch_size, checked_cluster
 
     problems: list[str] = []
@@ -144,6 +146,8 @@ def preflight(runs: list[ExpandedRun], source: str, *, needs: Iterable[str]) -> 
                 check_problem(scenario)
                 check_batch_size(scenario)
             checked_cluster(scenario, model_bytes=False)
+            if backend != "sim":
+                config.check_real_backend(scenario)
         except (ValueError, OSError, TypeError) as exc:
             problems.append(f"{where}: {exc}")
     if problems:

@@ -210,7 +210,7 @@ def sweep(
     timing = [_timing_inputs(r) for r in runs] if backend == "sim" else [None] * len(runs)
     early = _early_ahead(timing, out_dir, jobs=jobs, scheduler=scheduler)
     with TraceAhead(processes=early) as timing_ahead:
-        preflight(runs, source, needs=("problem", "optimizer"))
+        preflight(runs, source, needs=("problem", "optimizer"), backend=backend)
         who = [RunIdentity.of(expanded, RunKind(backend)) for expanded in runs]
         rows: list[SweepRow | None] = [None] * len(who)
         todo = _to_execute(who, out_dir, rows, resume=resume, on_row=on_row)

@@ -141,7 +141,8 @@ def worker_figures(
     spec: timing.ClusterSpec, workers: timing.WorkerReport, per_worker: list[dict[str, Any]]
 ) -> dict[str, Any]:
     """The protocol and, per worker and in total, the time up, the time held by the protocol
-    (blocked by SSP, at a barrier) and the work lost (going down) or cancelled (k_sync).
+    (blocked by SSP, at a barrier) and the work lost (going down) or cancelled (k_sync, or
+    the server's stops of a rule: `optimizer.stops`, `optimizer.restarts`).
     Adds the per-worker values to the rows of ``per_worker`` in place; returns the totals."""
     for row in per_worker:
         w = row["worker"]

@@ -89,7 +89,8 @@ def validate_file(
         )
     if backend not in ("process", "ray"):
         raise ScenarioError(str(path), [f"--backend: {backend!r} is not process or ray"])
-    preflight(config.expand(scenario, source=str(path)), str(path), needs=("problem", "optimizer"))
+    expanded = config.expand(scenario, source=str(path))
+    preflight(expanded, str(path), needs=("problem", "optimizer"), backend=backend)
     out_dir = Path(out) if out is not None else Path("results") / f"{scenario.name}-validate"
 
     bar = ProgressBar(f"{backend} run", quiet=quiet)

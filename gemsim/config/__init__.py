@@ -20,6 +20,7 @@ from ._loader import read_document as read_document
 from ._many_runs import lifted_rule as lifted_rule
 from ._many_runs import many_runs_signature as many_runs_signature
 from ._optimizer import window_of as window_of
+from ._protocol_blocks import check_real_backend as check_real_backend
 from ._round_rule_blocks import SyncBlock as SyncBlock
 from ._scenario import Scenario as Scenario
 from ._sweep import ExpandedRun as ExpandedRun

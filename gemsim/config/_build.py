@@ -17,7 +17,7 @@ from gemsim import timing
 
 from ._data_split import client_weights, data_owners
 from ._errors import ScenarioError
-from ._optimizer import window_of
+from ._optimizer import stops_of, window_of
 from ._problem_blocks import dataset_spec, model_context, model_spec
 from ._protocol_blocks import check_protocol, resolve_protocol
 from ._scenario import Scenario
@@ -52,7 +52,17 @@ def build_cluster(
         window=window_of(scenario.optimizer) if scenario.optimizer else 1,
         protocol=resolve_protocol(scenario),
         budget=_budget(scenario, steps_per_epoch),
+        pull_at=timing.PullAt(server.pull),
+        ties=timing.Ties(server.ties),
+        stops=_stops(scenario),
     )
+
+
+def _stops(scenario: Scenario) -> timing.Stops | None:
+    """The computations in flight the server stops for the scenario's rule (None for most)."""
+    if scenario.optimizer is None:
+        return None
+    return stops_of(scenario.optimizer, scenario.workers.count)
 
 
 def problem_sizes(scenario: Scenario, *, model_bytes: bool = True) -> tuple[int, int]:

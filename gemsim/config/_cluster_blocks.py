@@ -120,11 +120,18 @@ class NetworkBlock(Block):
 
 
 class ServerBlock(Block):
-    """Service time, discipline and protocol (left out: async, or sync for the sync rule)."""
+    """Service time, discipline and protocol (left out: async, or sync for the sync rule);
+    `pull`: the version a committing worker is sent, the one its commit creates
+    (`after_apply`) or the one before (`before_apply`, Mishchenko et al. 2022's notebook; async
+    only); `ties`: the order of gradients reaching the server at one instant, by the start of
+    their computations (`by_start`) or by worker index (`by_worker`, the authors' event loops).
+    See `gemsim.timing._server_options`."""
 
     service: Dist | None = None
     discipline: Literal["fifo", "random"] = "fifo"
     protocol: Protocol | None = None
+    pull: Annotated[Literal["after_apply", "before_apply"], ADDED] = "after_apply"
+    ties: Annotated[Literal["by_start", "by_worker"], ADDED] = "by_start"
 
     @model_validator(mode="before")
     @classmethod

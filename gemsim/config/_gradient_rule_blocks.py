@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from ._block import Block
+from ._block import ADDED, Block
 from ._weight_blocks import InverseWeight, Weight, weight_shorthand
 
 if TYPE_CHECKING:
@@ -127,9 +127,15 @@ class DelayAdaptiveBlock(Block):
 
 
 class RingmasterBlock(Block):
+    """`stops: true`: Ringmaster ASGD with calculation stops (the paper's algorithm with
+    stops, the authors' `RingmasterASGD`): a computation whose delay reaches `threshold` is
+    stopped and restarted on the current point (the timing model's `DelayStops`), instead of
+    finished and discarded on arrival (`stops: false`, the paper's algorithm without stops)."""
+
     rule: Literal["ringmaster"]
     lr: PositiveFloat
     threshold: PositiveInt | None = None  # None: the number of workers
+    stops: Annotated[bool, ADDED] = False
 
     def build(self) -> rules.Rule:
         from gemsim import rules

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 from pydantic import Discriminator, Tag
 
+from gemsim import timing
+
 from ._gradient_rule_blocks import (
     AgnBlock,
     DcasgdBlock,
@@ -63,3 +65,24 @@ Optimizer = Annotated[
 def window_of(block) -> int:
     """Mini-batches per commit: the timing model needs it before any rule is built."""
     return int(getattr(block, "window", 1))
+
+
+def stops_of(block, n_workers: int) -> timing.Stops | None:
+    """The computations in flight the server stops for the rule (`timing.DelayStops` for
+    Ringmaster's calculation stops, `timing.BatchRestarts` for Rennala's restarts at every
+    step), their threshold or batch resolved for ``n_workers``; None for every other rule."""
+    if isinstance(block, RingmasterBlock) and block.stops:
+        return timing.DelayStops(block.threshold or n_workers)
+    if isinstance(block, RennalaBlock) and block.restarts:
+        return timing.BatchRestarts(block.batch or n_workers)
+    return None
+
+
+def stops_field(block) -> str | None:
+    """The optimizer field that asks for stops (`optimizer.stops`, `optimizer.restarts`), or
+    None."""
+    if isinstance(block, RingmasterBlock) and block.stops:
+        return "optimizer.stops"
+    if isinstance(block, RennalaBlock) and block.restarts:
+        return "optimizer.restarts"
+    return None

@@ -26,6 +26,7 @@ from pydantic import Field, WithJsonSchema, field_validator
 from gemsim import timing
 
 from ._block import Block
+from ._optimizer import stops_field
 
 if TYPE_CHECKING:
     from ._scenario import Scenario
@@ -161,6 +162,7 @@ def check_protocol(scenario: Scenario) -> None:
     count = scenario.workers.count
     if isinstance(protocol, timing.KSync | timing.KAsync) and protocol.k > count:
         raise ValueError(f"server.protocol.k: must be <= workers.count ({count}), got {protocol.k}")
+    check_server_options(scenario, protocol)
     optimizer = scenario.optimizer
     if optimizer is None or timing.one_commit_rounds(protocol) or _by_rounds(optimizer):
         return
@@ -171,6 +173,56 @@ def check_protocol(scenario: Scenario) -> None:
         f"async, ssp, or k_sync/k_async with k: 1 (rules that update by rounds, such as "
         f"{', '.join(sorted(ROUND_RULES))}, accept every protocol)"
     )
+
+
+def check_server_options(scenario: Scenario, protocol: timing.ServerProtocol) -> None:
+    """Refuse `server.pull: before_apply`, `server.ties: by_worker` and a rule's stops
+    (`optimizer.stops`, `optimizer.restarts`) where the timing model does not define them.
+
+    Raises:
+        ValueError: naming the field, the value and what is allowed.
+    """
+    server = scenario.server
+    asked = [f"server.pull: {server.pull}"] if server.pull != "after_apply" else []
+    field = stops_field(scenario.optimizer)
+    if field is not None:
+        asked.append(f"{field}: true")
+    for what in asked:
+        if not isinstance(protocol, timing.Async):
+            raise ValueError(
+                f"{what} needs server.protocol async, got {protocol.name!r}; allowed: async "
+                f"(the other protocols decide themselves when workers pull)"
+            )
+        if scenario.clients is not None:
+            raise ValueError(
+                f"{what}: not supported with `clients:` (a population); allowed: leave it out"
+            )
+    if field is not None and server.pull != "after_apply":
+        raise ValueError(
+            f"{field}: true restarts workers on the version after a commit; allowed with "
+            f"server.pull after_apply only, got {server.pull!r}"
+        )
+    if server.ties != "by_start" and scenario.clients is not None:
+        raise ValueError(
+            f"server.ties: {server.ties!r} orders workers by index, which a population's slots "
+            f"do not have; allowed with `clients:`: by_start"
+        )
+
+
+def check_real_backend(scenario: Scenario) -> None:
+    """Refuse what the real backends cannot do: a rule's stops (a real worker's computation
+    in flight is not interrupted).
+
+    Raises:
+        ValueError: naming the field and what is allowed.
+    """
+    field = stops_field(scenario.optimizer)
+    if field is not None:
+        raise ValueError(
+            f"{field}: true stops computations in flight, which the real backends do not do "
+            f"(a worker process finishes what it computes); allowed on --backend process/ray: "
+            f"false (simulate it, or replay a trace that has the stops)"
+        )
 
 
 def _by_rounds(optimizer: Any) -> bool:

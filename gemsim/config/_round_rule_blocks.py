@@ -4,11 +4,11 @@ a default of None means "the number of workers", resolved when the rule is initi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import PositiveFloat, PositiveInt
 
-from ._block import Block
+from ._block import ADDED, Block
 from ._gradient_rule_blocks import Momentum
 
 if TYPE_CHECKING:
@@ -27,13 +27,21 @@ class SyncBlock(Block):
 
 
 class RennalaBlock(Block):
+    """`restarts: true`: Rennala SGD as its authors' `RennalaSGD` runs it: at every step every
+    worker drops its computation in flight and starts again on the new point (the timing
+    model's `BatchRestarts`), instead of the paper's server loop, which lets them finish and
+    discards the stale gradients on arrival (`restarts: false`)."""
+
     rule: Literal["rennala"]
     lr: PositiveFloat
     batch: PositiveInt | None = None  # None: the number of workers
+    restarts: Annotated[bool, ADDED] = False
 
     def build(self) -> rules.Rule:
         from gemsim import rules
 
+        if self.restarts:  # left out otherwise: the default rule, called as it always was
+            return rules.rennala(lr=self.lr, batch=self.batch, restarts=True)
         return rules.rennala(lr=self.lr, batch=self.batch)
 
 

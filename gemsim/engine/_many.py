@@ -79,7 +79,7 @@ class _RunState(NamedTuple):
 
 
 _TIME_MAJOR = StepInput(
-    commit=None, worker=0, staleness=0, first_step=0, active=0, round_end=0, client=0
+    commit=None, worker=0, staleness=0, first_step=0, active=0, round_end=0, client=0, pre_pull=0
 )  # vmap axes of one step's inputs: the commit index is the same for every run
 
 
@@ -126,8 +126,12 @@ class ManyRunsExecutor:
             )
             return commit_math(rule, state, inp, work, spare, padded=padded)
 
-        # A persistent batch's inputs have no client (no leaf): its axis goes with it.
-        axes = _TIME_MAJOR if inputs.client is not None else _TIME_MAJOR._replace(client=None)
+        # A persistent batch's inputs have no client (no leaf), most have no pull before
+        # apply: their axes go with them.
+        axes = _TIME_MAJOR._replace(
+            client=None if inputs.client is None else 0,
+            pre_pull=None if inputs.pre_pull is None else 0,
+        )
 
         def step(carry: Carry, rows, i):
             inp = jax.tree.map(lambda x: x[i], inputs)
@@ -136,7 +140,7 @@ class ManyRunsExecutor:
                 stacked, run_state, rows, inp, hyper
             )
 
-            new_rows = jax.vmap(layout.ravel)(done.theta, done.ws)
+            new_rows = jax.vmap(layout.ravel)(done.row_snapshot, done.ws)
             slots = carry.slots.at[runs, done.row_index].set(new_rows, unique_indices=True)
             next_rows = slots[runs, next_workers[i]]
             carry = Carry(done.theta, done.server, slots, done.diverged, done.diverged_at)
@@ -331,7 +335,20 @@ def _stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
         active=np.stack([np.arange(total) < len(p) for p in plans], axis=1),
         round_end=stacked("round_end", True, bool),
         client=stacked("client", 0, np.int32) if populations == {True} else None,
+        pre_pull=_stacked_pre_pulls(plans, total),
     )
+
+
+def _stacked_pre_pulls(plans: Sequence[ExecutionPlan], total: int) -> np.ndarray | None:
+    """The runs' pulls before apply, time-major ([total, R], False where a run has none or
+    is padded), or None where no run has one (their programs are then unchanged)."""
+    if all(p.fill_pre is None for p in plans):
+        return None
+    out = np.zeros((total, len(plans)), bool)
+    for i, p in enumerate(plans):
+        if p.fill_pre is not None:
+            out[: len(p), i] = p.fill_pre
+    return out
 
 
 def _segments(plans: Sequence[ExecutionPlan], max_len: int) -> list[tuple[int, int]]:

@@ -3,13 +3,19 @@ must step in (evaluations, and snapshot fills that are not the committer's own p
 
 Snapshot slots: worker w's slot must hold the PS parameters of the version its next commit
 was computed on. With pull-at-commit that is the version its own commit creates, written in
-the same scan step ("self fill"). Any other pull (a late join, a restart, the barrier of a
-synchronous round) is a "host fill": after the step that creates version v, the host copies
-theta into the slots of the workers that pulled v and applies the rule's pull hook to their
-state (`rules.pull_state`), with ``fresh`` when the pull starts a new worker life (the
-trace's `fresh` column: a join or a restart). A fresh life is always a host fill, even when
-it pulls the version its worker's own last commit created. Version 0 is the initial slot
-content, which is the state of a fresh life.
+the same scan step ("self fill"); with a pull before apply (`server.pull: before_apply`: the
+server sends the worker the version it held before applying the worker's gradient) it is the
+version its own commit was applied to, also written in that step, with the rule's pull hook
+applied to its state as at any plain pull ("pre fill", `fill_pre`). Any other pull (a late
+join, a restart, the barrier of a synchronous round) is a "host fill": after the step that
+creates version v, the host copies theta into the slots of the workers that pulled v and
+applies the rule's pull hook to their state (`rules.pull_state`), with ``fresh`` when the
+pull starts a new worker life (the trace's `fresh` column: a join or a restart). A fresh life
+is always a host fill, even when it pulls the version its worker's own last commit created.
+Version 0 is the initial slot content, which is the state of a fresh life. A trace one slot
+per worker cannot replay (a gradient computed on a version older than the one its worker's
+previous commit was applied to, or on that one in a new life) is refused with
+`UnreplayableTrace`, which names the commit and says why.
 
 A population's trace (slots serving a population's clients: the trace's `client` column,
 `gemsim.timing.Population`) has one row per slot, never per client. Its plan keeps the client
@@ -29,6 +35,10 @@ from functools import cached_property
 import numpy as np
 
 from gemsim.trace import default_fresh
+
+
+class UnreplayableTrace(ValueError):
+    """A trace the engine cannot execute; the message says which commit and why."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,10 @@ class ExecutionPlan:
     # slot), and the population's size N.
     client: np.ndarray | None = None
     n_clients: int | None = None
+    # bool[K], or None where no commit has one: the committer's next gradient is taken at
+    # version k, the one its commit was applied to (a pull before apply); its row then gets
+    # that version and the rule's pull hook instead of theta after the commit.
+    fill_pre: np.ndarray | None = None
 
     @property
     def population(self) -> bool:
@@ -99,6 +113,7 @@ class ExecutionPlan:
             round_end=self.round_end[:stop],
             client=None if self.client is None else self.client[:stop],
             n_clients=self.n_clients,
+            fill_pre=None if self.fill_pre is None else self.fill_pre[:stop],
         )
 
     def waves(self, start: int, stop: int, max_width: int) -> list[tuple[int, int]]:
@@ -168,9 +183,9 @@ def make_plan(
         raise ValueError("fresh and round_end must have one entry per commit")
     commit = np.arange(n)
     if np.any(pulled > commit) or np.any(pulled < 0):
-        raise ValueError("pulled_version must satisfy 0 <= pulled_version[k] <= k")
+        raise UnreplayableTrace("pulled_version must satisfy 0 <= pulled_version[k] <= k")
     if np.any(worker < 0) or np.any(worker >= n_workers):
-        raise ValueError(f"worker ids must lie in [0, {n_workers})")
+        raise UnreplayableTrace(f"worker ids must lie in [0, {n_workers})")
     owner, n_owners = _data_owners(worker, n_workers, client, n_clients)
 
     population = client is not None
@@ -180,18 +195,16 @@ def make_plan(
     by_owner = _sorted_runs(owner, n_owners) if population else by_worker
     first_step = _rank_in_run(*by_owner) * window  # the owner's earlier commits, in batches
     prev = _previous_in_run(*by_worker)  # the worker's previous commit, or -1
-    bad = np.flatnonzero((prev >= 0) & (pulled <= prev))
-    if bad.size:
-        k = int(bad[0])
-        w, v, prev_k = worker[k], pulled[k], prev[k]
-        raise ValueError(
-            f"commit {k}: worker {w} computed on version {v}, which is not after its own "
-            f"previous commit {prev_k}; one snapshot slot per worker cannot replay that"
-        )
+    _check_pulls(worker, pulled, prev, fresh, population)
     own = (pulled > 0) & (prev >= 0) & (pulled == prev + 1) & ~fresh
     fill_self = np.zeros(n, dtype=bool)
     fill_self[prev[own]] = True
-    hosted = np.flatnonzero((pulled > 0) & ~own)
+    before = (prev >= 0) & (pulled == prev)  # pulled before its previous commit was applied
+    fill_pre = None
+    if before.any():
+        fill_pre = np.zeros(n, dtype=bool)
+        fill_pre[prev[before]] = True
+    hosted = np.flatnonzero((pulled > 0) & ~own & ~before)
     host_fills, host_fresh = _host_fills(  # a population's task always starts a fresh state
         pulled[hosted] - 1, worker[hosted], fresh[hosted] | population
     )
@@ -208,7 +221,30 @@ def make_plan(
         round_end=round_end,
         client=owner.astype(np.int32) if population else None,
         n_clients=n_owners if population else None,
+        fill_pre=fill_pre,
     )
+
+
+def _check_pulls(
+    worker: np.ndarray, pulled: np.ndarray, prev: np.ndarray, fresh: np.ndarray, population: bool
+) -> None:
+    """Refuse pulls one snapshot slot per worker cannot hold (UnreplayableTrace, naming the
+    first such commit): a version older than the one the worker's previous commit was applied
+    to (the slot was overwritten since), that very version in a new life (a new process
+    cannot have pulled before the commit it follows), or any pull before apply in a
+    population's trace (a slot's next task is another client's)."""
+    older = (prev >= 0) & (pulled < prev)
+    before = (prev >= 0) & (pulled == prev)
+    bad = np.flatnonzero(older | (before & (fresh | population)))
+    if bad.size:
+        k = int(bad[0])
+        what = "older than the one" if older[k] else "the one"
+        where = "" if older[k] else (", in a new life" if fresh[k] else ", in a population")
+        raise UnreplayableTrace(
+            f"commit {k}: worker {int(worker[k])} computed on version {int(pulled[k])}, "
+            f"{what} its previous commit {int(prev[k])} was applied to{where}; one snapshot "
+            f"slot per worker cannot replay that"
+        )
 
 
 def _data_owners(

@@ -6,6 +6,11 @@ A population's steps (`StepInput.client` given; None for persistent workers, who
 are those of a plan without one) read the batches of the commit's client, and write the
 committed row with a fresh rule state: the slot's next task belongs to a client of its own.
 Which of the two a program does is static, fixed by the inputs' structure.
+
+So is a pull before apply (`StepInput.pre_pull` given; None for plans without one, whose
+programs are unchanged): where it is true, the committed row gets the version the commit was
+applied to as its snapshot, and the rule's pull hook on the committer's new state, as at a
+plain pull of that version (`ExecutionPlan.fill_pre`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ class StepInput(NamedTuple):
     # int32[]: a population's commit, the client whose task it ends (the data owner; `worker`
     # is the slot). None for persistent workers: no leaf, so their programs are unchanged.
     client: jax.Array | None = None
+    # bool[]: the committer pulled the version before this commit (`ExecutionPlan.fill_pre`).
+    # None where no commit of the plan does: no leaf, so those programs are unchanged.
+    pre_pull: jax.Array | None = None
 
 
 def data_owner(inp: StepInput) -> jax.Array:
@@ -133,6 +141,12 @@ class Committed(NamedTuple):
     row_index: jax.Array  # int32[]: where the row goes (the spare row for padding)
     diverged: jax.Array
     diverged_at: jax.Array
+    snapshot: PyTree = None  # the row's snapshot where it is not theta (a pull before apply)
+
+    @property
+    def row_snapshot(self) -> PyTree:
+        """The snapshot the committer's row gets: theta, or the version before the commit."""
+        return self.theta if self.snapshot is None else self.snapshot
 
 
 def commit_math(
@@ -155,6 +169,14 @@ def commit_math(
         # client's, whose state starts anew, as at a host fill of a fresh life. Where the next
         # task is not a self fill, a host fill overwrites the row before it is read.
         ws = pull_state(rule, ws, theta, server, True)
+    snapshot = None
+    if inp.pre_pull is not None:
+        # The server sent the worker what it held before applying this commit: that version,
+        # with the pull hook as at any plain pull of it (a state kept by the worker, such as
+        # GEM's proxy, stays the one this commit left).
+        pulled = pull_state(rule, ws, carry.theta, carry.server, False)
+        ws = _select(inp.pre_pull, pulled, ws)
+        snapshot = _select(inp.pre_pull, carry.theta, theta)
     row_index = jnp.where(inp.active, inp.worker, spare)
     newly = ~finite & ~carry.diverged
     committed = Committed(
@@ -164,6 +186,7 @@ def commit_math(
         row_index=row_index,
         diverged=carry.diverged | ~finite,
         diverged_at=jnp.where(newly, inp.commit, carry.diverged_at),
+        snapshot=snapshot,
     )
     return committed, StepOutput(batch_loss=work.loss, finite=finite, info=info)
 
@@ -185,7 +208,7 @@ def commit_phase(
     """
     spare = carry.slots.shape[0] - 1
     done, out = commit_math(rule, carry, inp, work, spare, padded=padded)
-    slots = layout.write(carry.slots, done.row_index, done.theta, done.ws)
+    slots = layout.write(carry.slots, done.row_index, done.row_snapshot, done.ws)
     carry = Carry(done.theta, done.server, slots, done.diverged, done.diverged_at)
     return carry, out
 
@@ -285,6 +308,7 @@ def step_inputs(plan) -> StepInput:
         active=np.ones(len(plan), dtype=bool),
         round_end=plan.round_end,
         client=plan.client,
+        pre_pull=plan.fill_pre,
     )
 
 

@@ -29,6 +29,13 @@ def run_backend(name: str, job: RealJob, *, progress=None, address: str | None =
             f"{job.spec.protocol.name!r}; set server.protocol: async (the sync rule then "
             f"applies each commit as its own round)",
         )
+    if job.spec.stops is not None:
+        raise UserError(
+            job.name,
+            f"optimizer: the rule's stops ({job.spec.stops!r}) stop computations in flight, "
+            f"which the real backends do not do (a worker process finishes what it computes); "
+            f"allowed: optimizer.stops / optimizer.restarts false",
+        )
     if name == "process":
         if address is not None:
             raise ValueError("--address is for the ray backend; the process backend is local")

@@ -9,6 +9,10 @@ A population's run (`population`: the rows are slots serving clients) reads each
 batches from its client (the data owner given to `gradient`) and commits with a client in the
 `StepInput`, so that the committed row gets a fresh rule state, as the engine's population
 steps do (`engine.commit_math`).
+
+A run whose server sends a committing worker the version before its commit
+(`pull_before_apply`, `server.pull: before_apply`) commits with `StepInput.pre_pull` set, so
+that the committed row is the one the engine's pre fill writes (`engine.ExecutionPlan.fill_pre`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class Compiled:
     problem: Any
     n_workers: int
     population: bool
+    pull_before_apply: bool
     layout: RowLayout
     work_size: int
     _unravel_work: Any
@@ -48,7 +53,9 @@ class Compiled:
     _pull: Any
 
     @staticmethod
-    def of(rule, problem, n_workers: int, *, population: bool = False) -> Compiled:
+    def of(
+        rule, problem, n_workers: int, *, population: bool = False, pull_before_apply: bool = False
+    ) -> Compiled:
         params = problem.init_params
         ws_row = jax.tree.map(lambda a: a[0], rule.init(params, n_workers).workers)
         layout = RowLayout.of(params, ws_row)
@@ -75,6 +82,7 @@ class Compiled:
             problem=problem,
             n_workers=n_workers,
             population=population,
+            pull_before_apply=pull_before_apply,
             layout=layout,
             work_size=int(flat.size),
             _unravel_work=unravel,
@@ -123,6 +131,7 @@ class Compiled:
             round_end=np.bool_(True),  # the real backends are asynchronous
             # Its value is not read by the commit, only whether there is one (static).
             client=np.int32(0) if self.population else None,
+            pre_pull=np.bool_(True) if self.pull_before_apply else None,
         )
         carry, out, row = self._commit(carry, inp, flat_work)
         return carry, jax.device_get(out), np.asarray(row)

@@ -8,6 +8,10 @@ budget is spent. Commits are applied one at a time, in the order the backend ser
 A population's run (`n_clients` given: the workers are K slots serving N clients) also records
 each commit's client, counts mini-batches per client (a client's stream goes on whichever slot
 runs its next task) and commits with a fresh rule state in the committed row (`Compiled`).
+
+Under `server.pull: before_apply` (`timing.PullAt.BEFORE_APPLY`) the committing worker's new
+row holds the version its commit was applied to, and the trace records that version as the
+one its next gradient is computed on, as the timing model does.
 """
 
 from __future__ import annotations
@@ -182,7 +186,7 @@ class ServerBook:
             return None
         self.carry = carry
         self.rows[worker] = row
-        self.pulled[worker] = k + 1
+        self.pulled[worker] = k if self.compiled.pull_before_apply else k + 1
         self.commits_of[worker] += 1
         if client is not None:
             self.client_commits[client] += 1
@@ -239,7 +243,10 @@ def server_book(job: RealJob) -> ServerBook:
     """The server's rule, problem, compiled functions and book for `job` (built in the
     server's own process or actor): a population's book counts its clients."""
     rule, problem = job.build()
-    compiled = Compiled.of(rule, problem, job.n_workers, population=job.population)
+    before = job.spec.pull_at is timing.PullAt.BEFORE_APPLY
+    compiled = Compiled.of(
+        rule, problem, job.n_workers, population=job.population, pull_before_apply=before
+    )
     population = job.spec.population
     n_clients = None if population is None else population.n_clients
     return ServerBook(compiled, job.spec.budget, n_clients)

@@ -82,3 +82,4 @@ check_real = _checks.check_real
 check_positive = _checks.check_positive
 check_int = _checks.check_int
 check_enum = _checks.check_enum
+check_bool = _checks.check_bool

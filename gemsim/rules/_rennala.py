@@ -22,6 +22,16 @@ completes a batch is sent ``(x^k, k)`` *before* the step, as the loop above does
 gradient carries index ``k`` after the server moved to ``k + 1`` and is always discarded;
 gemsim records that old index for it (where gemsim computes that gradient does not matter:
 it is discarded). The batch size defaults to the number of workers.
+
+With ``restarts=True``, Rennala SGD as its authors' code runs it (`RennalaSGD` in the
+repository vectozavr/ringmaster-lmo, its asynchronous algorithms): at every step each worker
+drops the computation in flight and starts again on the new point ``x^{k+1}``, the worker
+that completed the batch among them. The timing model does the restarts
+(`gemsim.timing.BatchRestarts`, `optimizer: {rule: rennala, restarts: true}`), so every
+gradient arrives computed at the current point and none is discarded; the rule differs in one
+thing: the completing worker records the index ``k + 1`` of the point it restarts on. Where
+the paper's loop keeps every worker busy and discards its stale work, the authors' code
+throws work in flight away at each step and keeps every gradient it receives.
 """
 
 from typing import NamedTuple
@@ -49,12 +59,15 @@ class RennalaState(NamedTuple):
     batch: jax.Array
 
 
-def rennala(lr: float, batch: int | None = None) -> _base.Rule:
+def rennala(lr: float, batch: int | None = None, *, restarts: bool = False) -> _base.Rule:
     """Step with the mean of ``batch`` gradients computed at the current parameters.
 
     Args:
       lr: learning rate; > 0.
       batch: gradients per server step; integer >= 1. None: the number of workers.
+      restarts: the authors' code (the module docstring): the worker whose gradient completes
+        a batch is sent the new point and its index, for a trace in which every worker
+        restarts at each step (`gemsim.timing.BatchRestarts`). False: the paper's loop.
 
     Returns:
       The rule; server state :class:`RennalaState`, worker state
@@ -67,6 +80,7 @@ def rennala(lr: float, batch: int | None = None) -> _base.Rule:
     lr = _base.check_positive("rennala: lr", lr)
     if batch is not None:
         batch = _base.check_int("rennala: batch", batch, 1)
+    restarts = _base.check_bool("rennala: restarts", restarts)
 
     def init(params, n_workers):
         n_workers = _base.check_int("n_workers", n_workers, 1)
@@ -95,7 +109,9 @@ def rennala(lr: float, batch: int | None = None) -> _base.Rule:
         norm = jnp.where(step, _base.update_norm(update), jnp.float32(0))
         info = DelayInfo(norm, current.astype(jnp.float32), _base.as_float(tau))
         # "send (x^k, k) to the worker" comes before the step: a worker is sent the index k
-        # of this commit's start, also when its gradient completed the batch.
-        return new_theta, new_server, PulledAt(server.timestamp), info
+        # of this commit's start, also when its gradient completed the batch. The authors'
+        # code restarts it after the step, on x^{k+1}.
+        sent = timestamp if restarts else server.timestamp
+        return new_theta, new_server, PulledAt(sent), info
 
     return _base.Rule(name="rennala", init=init, commit=commit, on_pull=_timestamps.pull_timestamp)

@@ -24,6 +24,16 @@ and the target accuracy ``epsilon``, which gemsim does not know; the threshold d
 the number of workers n instead, so that with n equal workers (delays near n - 1) only the
 unusually stale gradients of slow workers are dropped. ``R = 1`` keeps exactly the gradients
 computed at the current ``x^k``.
+
+With calculation stops (the paper's other algorithm, "Ringmaster ASGD" with stops, and what
+the authors' code runs: `RingmasterASGD` in the repository vectozavr/ringmaster-lmo), a
+worker whose computation reaches the delay ``R`` stops it and starts again at once on the
+current ``x^k``, instead of finishing it to see it discarded. No gradient then arrives with
+``delta >= R``; every one is applied, and the slow workers' time goes into fresh gradients
+instead of discarded ones. Which computations stop depends on delays alone, so the timing
+model makes the stops (`gemsim.timing.DelayStops`, `optimizer: {rule: ringmaster, stops:
+true}`) and this rule, unchanged, applies what arrives: its threshold never discards on
+such a trace.
 """
 
 from typing import NamedTuple

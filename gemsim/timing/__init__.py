@@ -56,6 +56,12 @@ from ._population_stats import population_summary as population_summary
 from ._population_stats import selection_fairness as selection_fairness
 from ._population_stats import staleness_by_speed_decile as staleness_by_speed_decile
 from ._selection import Selector as Selector
+from ._server_options import STOP_TYPES as STOP_TYPES
+from ._server_options import BatchRestarts as BatchRestarts
+from ._server_options import DelayStops as DelayStops
+from ._server_options import PullAt as PullAt
+from ._server_options import Stops as Stops
+from ._server_options import Ties as Ties
 from ._server_protocols import PROTOCOL_TYPES as PROTOCOL_TYPES
 from ._server_protocols import Async as Async
 from ._server_protocols import Grace as Grace

@@ -12,11 +12,18 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeAlias
 
-from gemsim._checks import check_instance, check_int, check_nonnegative, check_positive
+from gemsim._checks import (
+    check_enum,
+    check_instance,
+    check_int,
+    check_nonnegative,
+    check_positive,
+)
 
 from ._churn import Churn, Slowdowns, check_intervals
 from ._distributions import DISTRIBUTION_TYPES, Distribution
 from ._population import Population
+from ._server_options import STOP_TYPES, PullAt, Stops, Ties, check_options
 from ._server_protocols import PROTOCOL_TYPES, Async, KAsync, KSync, ServerProtocol, Sync
 
 MAX_COMMITS = 10**8
@@ -216,6 +223,12 @@ class ClusterSpec:
             task at a time (K <= N); the slots have no downtime or slowdowns of their own,
             the protocol is `Async`, the budget commits or seconds, and there is no shared
             link.
+        pull_at: the version a committing worker is sent: the one its commit creates
+            (`PullAt.AFTER_APPLY`) or the one before (`BEFORE_APPLY`; async protocol only).
+        ties: the order of gradients reaching the server at the same instant: by the start
+            of their computations (`Ties.BY_START`) or by worker index (`BY_WORKER`).
+        stops: computations in flight the server stops and restarts (`DelayStops`,
+            `BatchRestarts`; async protocol only), or None. See `gemsim.timing._server_options`.
     """
 
     workers: tuple[WorkerSpec, ...]
@@ -231,6 +244,9 @@ class ClusterSpec:
     synchronous: bool = False
     shared_link: bool = False
     population: Population | None = None
+    pull_at: PullAt = PullAt.AFTER_APPLY
+    ties: Ties = Ties.BY_START
+    stops: Stops | None = None
 
     def __post_init__(self) -> None:
         workers = self.workers
@@ -273,6 +289,10 @@ class ClusterSpec:
                 "ClusterSpec.shared_link needs bandwidth_bytes_per_s (the link's speed), got None"
             )
         self._check_population()
+        _set(self, "pull_at", check_enum("ClusterSpec.pull_at", self.pull_at, PullAt))
+        _set(self, "ties", check_enum("ClusterSpec.ties", self.ties, Ties))
+        check_instance("ClusterSpec.stops", self.stops, STOP_TYPES, optional=True)
+        check_options(self)
         self._check_size()
 
     def _check_population(self) -> None:

@@ -61,4 +61,4 @@ class SharedLink:
         self.receive_free = max(now, self.receive_free) + self.transfer
         # At `now + (receive_free - now)`, which may differ from `receive_free` by an ulp.
         t = now + (self.receive_free - now)
-        state.waits[w] = schedule_at(state.env, t, w, state.arrivals)
+        state.waits[w] = schedule_at(state.env, t, w, state.arrivals, state.rank[w])

@@ -21,7 +21,8 @@ class WorkerReport(NamedTuple):
             population's slot, waiting for a client to be up and free.
         lost: int64, gradients lost because the worker went down while computing or queued.
         lost_compute_seconds: float64, the compute time those gradients had taken.
-        cancelled: int64, gradients cancelled by k_sync (their round had its k gradients).
+        cancelled: int64, gradients cancelled by k_sync (their round had its k gradients)
+            or stopped by the server (`DelayStops`, `BatchRestarts`).
         cancelled_compute_seconds: float64, the compute time those had taken.
         downs: per worker, its down intervals ``(start, end)`` as scheduled (``end`` may be
             ``inf``), the late join ``(0, join_at)`` included.

@@ -30,6 +30,11 @@ order they were scheduled. The server is idle from the start (it is callbacks, n
   scheduled first;
 - a worker goes down when its timer fires, before the events of that instant that were
   scheduled after the timer (the timer to the first down is set when the worker comes up).
+
+With ``ties=Ties.BY_WORKER`` (`_server_options.py`) arrivals at the server carry the SimPy
+priority ``NORMAL + 1 + w`` instead (`_state.arrival_ranks`): gradients reaching it at one
+instant are taken in worker index order, after every other event of that instant (a commit
+completing, a worker going down or coming up), whatever order their computations started in.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from ._outcome import Simulation, worker_report
 from ._population import Population
 from ._population_run import PopulationRun
 from ._processes import worker_process
-from ._protocol_runs import protocol_run
+from ._restart_runs import server_run
 from ._server import Server
 from ._state import SimState
 
@@ -59,9 +59,9 @@ def simulate_run(spec: ClusterSpec, seed: int, *, schedule_seed: int | None = No
     state = SimState(env, spec, seed, schedule)
     if spec.population is not None:
         return _population_run(env, state, spec.population, seed, schedule)
-    protocol = protocol_run(state, spec.protocol)
     if spec.shared_link:
         SharedLink(state).install()
+    protocol = server_run(state, spec)  # after the link: a stop wraps the link's cycles
     # The run ends when the server stops it (budget spent) or, with a StepsBudget or when
     # every worker is gone, when no event is left.
     Server(env, state, protocol)

@@ -34,6 +34,7 @@ from gemsim.trace import CommitTrace
 from ._cluster import ClusterSpec, CommitBudget, Discipline, SecondsBudget, StepsBudget
 from ._draws import Draw, WorkerDraws, service_draw, uniform_draw, worker_draws
 from ._lives import SlowdownClock
+from ._server_options import Ties
 from ._server_protocols import KSync
 
 if TYPE_CHECKING:
@@ -66,14 +67,27 @@ class Timer:
         return f"<Timer of {self._value!r}>"
 
 
-def schedule_at(env: simpy.Environment, t: float, value: object, callbacks: Callbacks) -> Timer:
+def schedule_at(
+    env: simpy.Environment, t: float, value: object, callbacks: Callbacks, priority: int = NORMAL
+) -> Timer:
     """A `Timer` at virtual time ``t`` (>= now) carrying ``value``, scheduled as
-    `simpy.Environment.schedule` schedules (priority NORMAL, ties in scheduling order)."""
+    `simpy.Environment.schedule` schedules (priority NORMAL unless given, ties in scheduling
+    order)."""
     timer = Timer()
     timer.callbacks = callbacks
     timer._value = value
-    heappush(env._queue, (t, NORMAL, next(env._eid), timer))
+    heappush(env._queue, (t, priority, next(env._eid), timer))
     return timer
+
+
+def arrival_ranks(n: int, ties: Ties) -> list[int]:
+    """The SimPy priority of each worker's arrivals at the server. ``BY_START``: NORMAL for
+    all, so that simultaneous arrivals run in scheduling order (their cycles' starts).
+    ``BY_WORKER``: ``NORMAL + 1 + w``, so that they run in worker order, after every other
+    event of that instant (nothing else in SimPy has a priority above NORMAL)."""
+    if ties is Ties.BY_WORKER:
+        return [NORMAL + 1 + w for w in range(n)]
+    return [NORMAL] * n
 
 
 class At(Event):
@@ -121,6 +135,7 @@ class SimState:
         self.compute_from = [0.0] * n  # when its compute started (for lost work)
         self.arrived = [0.0] * n  # arrival time of the gradient at the PS
         self.new_life = [False] * n  # the worker's next commit is the first of its life
+        self.rank = arrival_ranks(n, spec.ties)  # the priority of each worker's arrivals
         self.slow = [
             SlowdownClock(ws, schedule_seed, w) if ws.slowdowns is not None else None
             for w, ws in enumerate(spec.workers)
@@ -131,6 +146,7 @@ class SimState:
             any(s is not None for s in self.slow)
             or any(ws.has_downtime for ws in spec.workers)
             or isinstance(spec.protocol, KSync)
+            or spec.stops is not None
         )
         self.queue: deque[int] | list[int]
         self.pick: Callable[[], int]
@@ -183,7 +199,7 @@ class SimState:
         timer.callbacks = self.arrivals
         timer._value = w
         self.waits[w] = timer
-        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), timer))
+        heappush(env._queue, (env._now + delay, self.rank[w], next(env._eid), timer))
 
     def _tracked_arm(self, w: int, pull: bool) -> None:
         """`_arm` that also notes when the compute starts and stretches it by slowdowns."""
@@ -206,7 +222,7 @@ class SimState:
         timer.callbacks = self.arrivals
         timer._value = w
         self.waits[w] = timer
-        heappush(env._queue, (now + delay, NORMAL, next(env._eid), timer))
+        heappush(env._queue, (now + delay, self.rank[w], next(env._eid), timer))
 
     def hook_arrivals(self, callback: Callable[[Timer], None]) -> None:
         """Make every arrival (scheduled or to come) run ``callback`` instead of the default,

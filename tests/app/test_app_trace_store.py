@@ -191,6 +191,10 @@ def test_the_key_is_canonical_and_follows_every_timing_input():
         dataclasses.replace(spec, service=timing.Constant(0.001)),
         dataclasses.replace(spec, discipline=timing.Discipline.RANDOM),
         dataclasses.replace(spec, bandwidth_bytes_per_s=1e6, model_bytes=400),
+        dataclasses.replace(spec, pull_at=timing.PullAt.BEFORE_APPLY),
+        dataclasses.replace(spec, ties=timing.Ties.BY_WORKER),
+        dataclasses.replace(spec, stops=timing.DelayStops(2)),
+        dataclasses.replace(spec, stops=timing.BatchRestarts(2)),
     ]
     keys = {timing_key(s, 11) for s in changed} | {timing_key(spec, 12)}
     keys.add(timing_key(spec, 11, schedule_seed=3))

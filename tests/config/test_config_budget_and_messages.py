@@ -45,8 +45,8 @@ def test_cross_field_errors_do_not_dump_the_document():
     assert message.startswith("workers.count (7) is the number of slots")
     assert "{'name'" not in message and "(top level)" not in message
     with pytest.raises(ScenarioError) as err:
-        parse_scenario({"name": "x", "seed": 0, "workers": {"count": 2, "compute": {"dist": "constant",
-                        "value": 1.0}}, "budget": {"commits": 3}, "seeds": [1],
-                        "repeats": 2}, "x.yaml")  # fmt: skip
+        workers = {"count": 2, "compute": {"dist": "constant", "value": 1.0}}
+        doc = {"name": "x", "seed": 0, "workers": workers, "budget": {"commits": 3}}
+        parse_scenario({**doc, "seeds": [1], "repeats": 2}, "x.yaml")
     (message,) = err.value.problems
     assert message == "(top level): give `repeats` or `seeds`, not both"

@@ -4,13 +4,16 @@ The references (`tests/rules/rules_reference.py`, `tests/rules/rules_reference_l
 written from the papers' pseudocode and share nothing with `gemsim.rules`; they keep every
 server version, so they check the engine's snapshot slots, its host fills at a late join, a
 restart and a plain pull (the trace's `fresh` flag: state that lived in the worker process
-starts anew from the pulled version) and its commit order independently. Two traces per
+starts anew from the pulled version) and its commit order independently. Three traces per
 rule, run by one compiled executor: a simulated one (five workers of different speeds, one
-joining late and one restarting after a crash, 80 commits) and the hand-built
-`rules_harness.CHURN` (staleness 0 to 7, a join, a restart and a plain pull). The problem is
+joining late and one restarting after a crash, 80 commits), the hand-built
+`rules_harness.CHURN` (staleness 0 to 7, a join, a restart and a plain pull), and the
+simulated one's timing with pulls before apply (`server.pull: before_apply`: every worker's
+next gradient on the version its commit was applied to, the engine's pre fills). The problem is
 the noiseless quadratic (the references' gradient `a * x + b` with `a` its curvature, `b = 0`).
 """
 
+import dataclasses
 import functools
 import sys
 from pathlib import Path
@@ -148,7 +151,11 @@ def traces():
         duration=float(n),
         fresh=[f for _, _, f in CHURN],
     )
-    return {"simulated": simulated, "churn": churn}
+    # The server sends the committing worker the version before its commit (Mishchenko et
+    # al. 2022's notebook): the references read those pulls as plain pulls of that version.
+    before = timing.simulate(dataclasses.replace(spec, pull_at=timing.PullAt.BEFORE_APPLY), seed=3)
+    assert before.staleness[~before.fresh].min() >= 1
+    return {"simulated": simulated, "churn": churn, "before_apply": before}
 
 
 @pytest.fixture(scope="module")

@@ -41,8 +41,8 @@ def test_first_step_counts_window_batches_per_worker():
 
 
 def test_pull_before_own_previous_commit_is_rejected():
-    with pytest.raises(ValueError, match="not after its own previous commit"):
-        make_plan(np.array([0, 1, 0]), np.array([0, 0, 0]), 2)
+    with pytest.raises(ValueError, match="older than the one its previous commit 2 was"):
+        make_plan(np.array([0, 1, 0, 0]), np.array([0, 0, 2, 1]), 2)
 
 
 def test_segments_split_at_evals_and_host_fills():

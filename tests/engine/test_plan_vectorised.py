@@ -1,8 +1,10 @@
 """`make_plan` is vectorised with numpy; it builds exactly the plan of the per-commit loop it
 replaced (`reference_plan` below, the loop as it was), field by field: arrays with their
 dtypes, the host-fill dicts with their keys, their insertion order and their arrays, and the
-same error for the first commit a worker computed on a version not after its own previous
-commit. No timing is asserted."""
+same error for the first commit a worker computed on a version one snapshot slot cannot hold
+(older than the one its previous commit was applied to, or that one in a new life). A pull
+before apply (the version the worker's previous commit was applied to) is a pre fill
+(`fill_pre`). No timing is asserted."""
 
 import dataclasses
 import re
@@ -41,6 +43,7 @@ def reference_plan(
 
     population = client is not None
     fill_self = np.zeros(n, dtype=bool)
+    fill_pre = np.zeros(n, dtype=bool)
     host: dict[int, list[tuple[int, bool]]] = {}
     last_commit = np.full(n_workers, -1, dtype=np.int64)
     counts = np.zeros(n_owners, dtype=np.int64)  # batches by data owner (N small integers)
@@ -50,12 +53,16 @@ def reference_plan(
         first_step[k] = counts[o] * window
         counts[o] += 1
         prev = last_commit[w]
-        if prev >= 0 and v <= prev:
+        if prev >= 0 and (v < prev or (v == prev and (fresh[k] or population))):
+            what = "older than the one" if v < prev else "the one"
+            where = "" if v < prev else (", in a new life" if fresh[k] else ", in a population")
             raise ValueError(
-                f"commit {k}: worker {w} computed on version {v}, which is not after its own "
-                f"previous commit {prev}; one snapshot slot per worker cannot replay that"
+                f"commit {k}: worker {w} computed on version {v}, {what} its previous commit "
+                f"{prev} was applied to{where}; one snapshot slot per worker cannot replay that"
             )
-        if v > 0:
+        if prev >= 0 and v == prev:
+            fill_pre[prev] = True
+        elif v > 0:
             if prev >= 0 and v == prev + 1 and not fresh[k]:
                 fill_self[prev] = True
             else:  # a population's task always starts a fresh rule state
@@ -74,6 +81,7 @@ def reference_plan(
         round_end=round_end,
         client=owner.astype(np.int32) if population else None,
         n_clients=n_owners if population else None,
+        fill_pre=fill_pre if fill_pre.any() else None,
     )
 
 
@@ -85,9 +93,10 @@ def assert_same_array(a, b):
 def assert_same_plan(got: ExecutionPlan, want: ExecutionPlan):
     for name in ("worker", "staleness", "fill_self", "first_step", "evals", "round_end"):
         assert_same_array(getattr(got, name), getattr(want, name))
-    assert (got.client is None) == (want.client is None)
-    if want.client is not None:
-        assert_same_array(got.client, want.client)
+    for name in ("client", "fill_pre"):
+        assert (getattr(got, name) is None) == (getattr(want, name) is None), name
+        if getattr(want, name) is not None:
+            assert_same_array(getattr(got, name), getattr(want, name))
     assert got.n_workers == want.n_workers and type(got.n_workers) is int
     assert got.n_clients == want.n_clients and type(got.n_clients) is type(want.n_clients)
     for name in ("host_fills", "host_fresh"):
@@ -216,6 +225,28 @@ def test_random_columns_with_random_flags(n):
             assert_same_plan(make_plan(worker, pulled, n_workers, **kw), want)
 
 
+@pytest.mark.parametrize("n", [7, 400])
+def test_random_columns_with_pulls_before_apply(n):
+    """Pulls of the version the worker's previous commit was applied to, mixed with the rest."""
+    rng = np.random.default_rng(n)
+    for n_workers in (1, 3, 8):
+        worker = rng.integers(0, n_workers, size=n)
+        pulled, last = np.empty(n, np.int64), np.full(n_workers, -1)
+        for k, w in enumerate(worker):
+            pulled[k] = rng.integers(max(last[w], 0), k + 1)
+            last[w] = k
+        before, seen = np.zeros(n, bool), np.full(n_workers, -1)
+        for k, w in enumerate(worker):
+            before[k] = seen[w] >= 0 and pulled[k] == seen[w]
+            seen[w] = k
+        # new lives anywhere but at a pull before apply (refused: tested above)
+        fresh = default_fresh(worker) | ((rng.random(n) < 0.2) & ~before)
+        for kw in ({}, dict(fresh=fresh, round_end=fresh, window=3, eval_every=5)):
+            want = reference_plan(worker, pulled, n_workers, **kw)
+            assert_same_plan(make_plan(worker, pulled, n_workers, **kw), want)
+            assert (want.fill_pre is not None) == bool(before.any())
+
+
 def test_host_fill_keys_keep_the_order_of_their_first_commit():
     # commit 2 fills after commit 1; commit 3 (a restart of worker 2) after commit 0
     worker, pulled = np.array([0, 1, 0, 2]), np.array([0, 0, 2, 1])
@@ -263,27 +294,39 @@ def test_small_cases(case):
 
 
 @pytest.mark.parametrize(
-    ("worker", "pulled"),
+    ("worker", "pulled", "fresh"),
     [
-        ([0, 1, 0], [0, 0, 0]),
-        ([0, 1, 0, 1, 1], [0, 0, 0, 1, 2]),  # the first of two offending commits is named
-        ([0, 1, 1, 0, 1], [0, 0, 2, 3, 2]),
-        ([2, 0, 2, 1, 2], [0, 0, 1, 3, 2]),
+        ([0, 1, 0, 0], [0, 0, 2, 1], None),  # older than commit 2's version
+        ([0, 1, 0, 1, 1], [0, 0, 0, 0, 2], [1, 1, 1, 0, 0]),  # the first of two is named
+        ([0, 1, 1, 0, 1], [0, 0, 2, 3, 1], None),
+        ([2, 0, 2, 1, 2], [0, 0, 0, 3, 2], [1, 1, 1, 1, 0]),  # a new life pulled before apply
     ],
 )
-def test_the_first_offending_commit_is_reported(worker, pulled):
+def test_the_first_offending_commit_is_reported(worker, pulled, fresh):
     worker, pulled = np.array(worker), np.array(pulled)
+    kw = {} if fresh is None else {"fresh": np.array(fresh, bool)}
     with pytest.raises(ValueError) as want:
-        reference_plan(worker, pulled, 3)
-    with pytest.raises(ValueError, match=re.escape(str(want.value))):
-        make_plan(worker, pulled, 3)
-    assert "not after its own previous commit" in str(want.value)
+        reference_plan(worker, pulled, 3, **kw)
+    with pytest.raises(engine.UnreplayableTrace, match=re.escape(str(want.value))):
+        make_plan(worker, pulled, 3, **kw)
+    assert "one snapshot slot per worker cannot replay that" in str(want.value)
 
 
-def test_the_error_message_is_unchanged():
+def test_the_error_message_names_the_commit_and_the_reason():
     message = (
-        "commit 2: worker 0 computed on version 0, which is not after its own previous "
-        "commit 0; one snapshot slot per worker cannot replay that"
+        "commit 3: worker 0 computed on version 1, older than the one its previous commit 2 "
+        "was applied to; one snapshot slot per worker cannot replay that"
     )
-    with pytest.raises(ValueError, match=re.escape(message)):
-        make_plan(np.array([0, 1, 0]), np.array([0, 0, 0]), 2)
+    with pytest.raises(engine.UnreplayableTrace, match=re.escape(message)):
+        make_plan(np.array([0, 1, 0, 0]), np.array([0, 0, 2, 1]), 2)
+
+
+def test_a_pull_before_apply_is_a_pre_fill_not_an_error():
+    """The trace of `server.pull: before_apply`: each worker's next gradient on the version
+    its own commit was applied to (version 0 included)."""
+    spec = cluster(3, budget=40)
+    trace = timing.simulate(dataclasses.replace(spec, pull_at=timing.PullAt.BEFORE_APPLY), seed=1)
+    plan = check_trace(trace)
+    assert plan.fill_pre is not None and plan.fill_pre.sum() == len(trace) - 3
+    assert not plan.fill_self.any() and not plan.host_fills
+    assert trace.staleness[3:].min() >= 1
