@@ -8,7 +8,7 @@ from enum import IntEnum
 
 # From the signal to the end of `gemsim run`, every process it started gone: the documented
 # bounds (measured figures in benchmarks/RESULTS.md, "Figures the code cites"). Stopping a local Ray
-# instance takes seconds, and Ray still starting checks for signals only when it returns.
+# instance takes seconds; one still starting is abandoned at once (gemsim/_ray_local.py).
 SHUTDOWN_BOUND_S = 10.0
 RAY_SHUTDOWN_BOUND_S = 20.0
 

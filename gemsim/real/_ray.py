@@ -23,9 +23,9 @@ order they began waiting.
 
 Interrupts: the driver waits in `ray.get`/`ray.wait`, which let signal handlers run, so
 KeyboardInterrupt (or SIGTERM's `Terminated`, gemsim/app/_signals.py) reaches it within a
-poll; the actors are then killed and a Ray instance this run started is shut down. `ray.init`
-and `ray.shutdown` change SIGTERM's handling, and a Ctrl-C during `ray.init` can abort it:
-both are started and stopped through gemsim/_ray_local.py, which keeps the signals as they were.
+poll; the actors are then killed and a Ray instance this run started is shut down. A local
+instance is started and stopped through gemsim/_ray_local.py, which keeps the signals as they
+were (Ray changes SIGTERM's handling) and abandons a start that a signal interrupts.
 """
 
 from __future__ import annotations

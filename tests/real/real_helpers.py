@@ -313,10 +313,37 @@ class Cli:
 
     def left_behind(self, until: float) -> list[psutil.Process]:
         """The family's processes still running at monotonic time `until` (zombies, dead
-        but not yet reaped by their new parent, count as gone)."""
-        while self.alive() and time.monotonic() < until:
+        but not yet reaped by their new parent, count as gone), and the Ray processes of the
+        command's Ray session wherever they are (`ray_processes_of`: also those never seen in
+        the family, or re-parented before they were)."""
+        while (left := self._left()) and time.monotonic() < until:
             time.sleep(POLL_S)
-        return self.alive()
+        return left
+
+    def _left(self) -> list[psutil.Process]:
+        alive = self.alive()
+        pids = {p.pid for p in alive}
+        return alive + [p for p in ray_processes_of(self.proc.pid) if p.pid not in pids]
+
+
+def ray_processes_of(pid: int) -> list[psutil.Process]:
+    """Ray's processes running on this machine (gcs_server, raylet, its Python helpers,
+    agents and workers) of the Ray session that process `pid` started: each keeps files open
+    in the session's folder, `session_<time>_<pid>`, whatever its parent now and whatever its
+    command line says (an agent's names only itself)."""
+    session = re.compile(rf"/session_[^/]*_{pid}/")
+    found = []
+    for p in psutil.process_iter():
+        try:
+            name = p.name()
+            ray = name in ("gcs_server", "raylet") or name.startswith("ray::")
+            if not (ray or "/ray/" in cmdline(p)) or not _running(p):
+                continue
+            if any(session.search(f.path) for f in p.open_files()):
+                found.append(p)
+        except psutil.Error:
+            continue  # gone meanwhile
+    return found
 
 
 def proc_maps(p: psutil.Process) -> str:

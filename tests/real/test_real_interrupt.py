@@ -16,13 +16,15 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from launch_cli import SENT
-from real_helpers import Cli, cmdline, mapped_shm, proc_maps, shm_bytes
+from real_helpers import Cli, cmdline, mapped_shm, proc_maps, ray_processes_of, shm_bytes
 
 from gemsim.app._exit_codes import RAY_SHUTDOWN_BOUND_S, SHUTDOWN_BOUND_S
 from gemsim.results import read_run
@@ -144,6 +146,18 @@ def ray_processes(marker: str, per_worker: bool) -> Callable[[Cli, int], None]:
     return reach
 
 
+def reach_ray_stalled(cli: Cli, n: int) -> None:
+    """Ray's start-up stalled: its raylet stopped (SIGSTOP) as soon as it is seen, so that
+    `ray.init` does not return for as long as its own timeout (about 30 s here, then "The
+    current node timed out during startup"), longer than the bound: the start-up of a
+    machine too loaded to finish it in any given time. The command must not wait for it."""
+    ray_processes("raylet", False)(cli, n)
+    for p in cli.alive():
+        with suppress(psutil.Error):
+            if p.name() == "raylet":
+                p.suspend()
+
+
 XLA_CACHE = "xla-cache"  # a compiling case's own compilation cache, in the test's folder
 # Mapped by a worker actor once its constructor starts reading the CNN's data set (gemsim
 # imports pandas to parse mnist-5k, and nothing before): a mark that stays, where the file's
@@ -189,6 +203,8 @@ STATES = {
         # Ray starting its own processes (its start-up cannot be interrupted half-way: what
         # it started must be found and killed)
         "starting": State(LONG, "quadratic", 1, ray_processes("raylet", False)),
+        # Ray's start-up not finishing (what is left of it is killed without waiting for it)
+        "stalled": State(LONG, "quadratic", 1, reach_ray_stalled),
         "compiling": State(LONG, "cnn", 1, reach_ray_compiling),
         # the actor committing (one run: each run of a sweep starts and stops its own Ray)
         "running": State(LONG, "quadratic", 1, ray_processes("ray::_Worker.run", True)),
@@ -206,22 +222,23 @@ BOUNDS = {"process": SHUTDOWN_BOUND_S, "ray": RAY_SHUTDOWN_BOUND_S}
 NO_RAY = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="the ray extra")
 
 
-# Ray's write comes after Ray has stopped, and Ray sets SIGTERM's handler alone (put back,
-# `gemsim/_ray_local.py`): a SIGINT while it writes is the process backend's case (a Ray start
-# costs seconds here).
-SAME_AS_PROCESS = {("ray", "writing", "SIGINT")}
+# Cases another covers (a Ray start costs seconds here). Ray's write comes after Ray has
+# stopped, and Ray sets SIGTERM's handler alone (put back, `gemsim/_ray_local.py`): a SIGINT
+# while it writes is the process backend's case. A SIGINT while Ray's start-up is stalled is
+# the case of a sweep sent to Ray (below), which starts Ray the same way.
+COVERED_ELSEWHERE = {("ray", "writing", "SIGINT"), ("ray", "stalled", "SIGINT")}
 
 
 def cases():
-    """Every state with SIGINT and SIGTERM (but `SAME_AS_PROCESS`), and Slurm's SIGTERM to the
-    group mid-run."""
+    """Every state with SIGINT and SIGTERM (but `COVERED_ELSEWHERE`), and Slurm's SIGTERM to
+    the group mid-run."""
     for backend, states in STATES.items():
         marks = [NO_RAY] if backend == "ray" else []
         names = [
             (state, name)
             for state in states
             for name in ("SIGINT", "SIGTERM")
-            if (backend, state, name) not in SAME_AS_PROCESS
+            if (backend, state, name) not in COVERED_ELSEWHERE
         ]
         for state, name in [*names, ("running", "SIGTERM-group")]:
             yield pytest.param(backend, state, name, marks=marks, id=f"{backend}-{state}-{name}")
@@ -239,6 +256,8 @@ def test_run_ends_cleanly_on_a_signal(backend, state, name, tmp_path):
     env = {"JAX_COMPILATION_CACHE_DIR": str(cache)} if state == "compiling" else {}
     with Cli(run_args(scenario, backend), tmp_path, launcher, env) as cli:
         at.reach(cli, at.workers)
+        if backend == "ray" and state != "writing":  # the check of what is left sees them
+            assert ray_processes_of(cli.proc.pid), "the run's Ray processes not found"
         if state != "writing":
             cli.send(signum, group=group)
         # A run whose folder was being written when the signal came had finished: its folder
@@ -253,12 +272,13 @@ def test_run_ends_cleanly_on_a_signal(backend, state, name, tmp_path):
 @NO_RAY
 def test_a_sweep_sent_to_ray_ends_cleanly_on_ctrl_c_while_ray_starts(tmp_path):
     """`gemsim run --scheduler ray` starting its own Ray instance (gemsim/_ray_local.py, as the
-    Ray backend does): a Ctrl-C while Ray's processes start ends the command once the start
-    has returned, with 130, no process of Ray left and no run folder."""
+    Ray backend does): a Ctrl-C while Ray's start-up is stalled ends the command without
+    waiting for the start, with 130, no process of Ray left and no run folder."""
     scenario = write_scenario(tmp_path, commits=[SHORT, LONG])
     args = ["run", str(scenario), "--scheduler", "ray", "--out", "out", "--quiet"]
     with Cli(args, tmp_path) as cli:
-        ray_processes("raylet", False)(cli, 1)
+        reach_ray_stalled(cli, 1)
+        assert ray_processes_of(cli.proc.pid), "the run's Ray processes not found"
         cli.send(signal.SIGINT, group=True)
         assert_ended_cleanly(cli, signal.SIGINT, RAY_SHUTDOWN_BOUND_S, 0)
 
