@@ -115,7 +115,9 @@ def population_lines(population: dict[str, Any] | None) -> list[str]:
         if fair["chi_square"] is not None:
             chi = f", chi-square {fair['chi_square']:.6g} on {fair['dof']} dof"
             if fair["p_value"] is not None:
-                chi += f" (p = {fair['p_value']:.3g})"
+                small = (fair.get("p_method") or "").startswith("monte carlo")
+                how = f", {fair['p_method']}: expected counts below 5" if small else ""
+                chi += f" (p = {fair['p_value']:.3g}{how})"
         lines.append(f"  selection fairness  CV {fair['cv']:.4g}, Jain {fair['jain']:.4g}{chi}")
     lines.append("  by client speed decile (0: slowest)")
     lines.append("    decile  speed from      to  clients  commits  mean staleness")

@@ -10,7 +10,12 @@ Fairness of the selection counts ``x_c`` (tasks started per client, N clients):
   in expectation, ``E_c`` proportional to each client's exposure (its time up, e.g.
   `client_up_seconds`; equal without one) times its weight (`Selection.WEIGHTED`), with its
   degrees of freedom and an upper-tail p-value (Wilson-Hilferty's normal approximation to
-  the chi-square law, good for the many degrees of freedom of a population). It neglects
+  the chi-square law, good for the many degrees of freedom of a population). Where the
+  expected counts are small (below 5 for some client: a large population over a short run)
+  the chi-square law is not guaranteed to describe the statistic, and the p-value is the share of
+  multinomial draws of the same selections with those shares whose statistic is at least as
+  large (a Monte Carlo exact test, as R's ``chisq.test(simulate.p.value = TRUE)``; draws
+  from a fixed seed, so a report is reproducible); ``p_method`` says which. It neglects
   that a client in a task cannot be chosen again meanwhile, which makes counts more even
   than independent draws: fine when K is small beside N. Round robin chooses nothing at
   random, so it has no chi-square.
@@ -67,6 +72,35 @@ def chi_square_p_value(statistic: float, dof: int) -> float | None:
     return 0.5 * math.erfc(z / math.sqrt(2.0))
 
 
+SMALL_EXPECTED = 5.0
+"""Expected counts below which the chi-square law is not used for the p-value."""
+MONTE_CARLO_VALUES = 20_000_000
+"""Multinomial values drawn at most for a Monte Carlo p-value (its draws: this over N, from
+200 to 2,000)."""
+_MONTE_CARLO_SEED = 0x5E1EC7
+
+
+def _statistic(x: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Pearson's statistic of each row of counts ``x`` against expected counts ``e`` > 0."""
+    return np.sum(np.square(x - e) / e, axis=-1)
+
+
+def monte_carlo_p_value(statistic: float, total: int, shares: np.ndarray) -> tuple[float, int]:
+    """``(p, draws)``: the share (plus one, over draws plus one) of multinomial draws of
+    ``total`` selections with probabilities ``shares`` whose chi-square is >= ``statistic``."""
+    p = shares / shares.sum()
+    e = total * p
+    draws = int(np.clip(MONTE_CARLO_VALUES // max(len(p), 1), 200, 2000))
+    rng = np.random.default_rng(_MONTE_CARLO_SEED)
+    above, done = 0, 0
+    while done < draws:  # in blocks: a block of draws x N counts at most
+        block = min(draws - done, max(1, 2_000_000 // max(len(p), 1)))
+        simulated = _statistic(rng.multinomial(total, p, size=block).astype(np.float64), e)
+        above += int(np.sum(simulated >= statistic * (1 - 1e-12)))
+        done += block
+    return (above + 1) / (draws + 1), draws
+
+
 def selection_fairness(
     counts: np.ndarray, expected: np.ndarray | None = None, *, chi_square: bool = True
 ) -> dict[str, Any]:
@@ -83,6 +117,7 @@ def selection_fairness(
         "chi_square": None,
         "dof": None,
         "p_value": None,
+        "p_method": None,
     }
     if not total:
         return out
@@ -102,7 +137,13 @@ def selection_fairness(
         if np.any(x[~live] > 0):  # chosen although it should never be
             statistic = math.inf
         dof = int(live.sum()) - 1
-        out.update(chi_square=statistic, dof=dof, p_value=chi_square_p_value(statistic, dof))
+        out.update(chi_square=statistic, dof=dof)
+        if dof >= 1 and math.isfinite(statistic) and e[live].min() < SMALL_EXPECTED:
+            p, draws = monte_carlo_p_value(statistic, int(total), shares[live])
+            out.update(p_value=p, p_method=f"monte carlo ({draws:,} multinomial draws)")
+        else:
+            p = chi_square_p_value(statistic, dof)
+            out.update(p_value=p, p_method=None if p is None else "chi-square law")
     return out
 
 

@@ -189,11 +189,22 @@ def test_fairness_figures():
     even = selection_fairness(np.full(10, 7))
     assert even["cv"] == 0.0 and even["jain"] == 1.0 and even["chi_square"] == 0.0
     assert even["dof"] == 9 and even["p_value"] == pytest.approx(1.0)
-    one = selection_fairness(np.array([10, 0, 0, 0]))
-    assert one["jain"] == 0.25 and one["p_value"] < 1e-5
+    assert even["p_method"] == "chi-square law"
+    one = selection_fairness(np.array([10, 0, 0, 0]))  # 2.5 expected each: drawn
+    assert one["jain"] == 0.25 and one["p_value"] == pytest.approx(1 / 2001)
+    assert one["p_method"] == "monte carlo (2,000 multinomial draws)"
     weighted = selection_fairness(np.array([0, 10, 20]), np.array([0.0, 1.0, 2.0]))
     assert weighted["chi_square"] == 0.0 and weighted["dof"] == 1
     assert selection_fairness(np.array([1, 1]), np.array([0.0, 1.0]))["chi_square"] == math.inf
+
+
+def test_the_p_value_holds_its_level_where_each_client_expects_few_selections():
+    # 200 clients, 60 selections (0.3 expected each, where the chi-square law does not hold):
+    # under uniform selection, p <= 0.1 in about 10 % of runs
+    rng = np.random.default_rng(3)
+    ps = [selection_fairness(rng.multinomial(60, np.full(200, 1 / 200)))["p_value"]
+          for _ in range(200)]  # fmt: skip
+    assert 0.04 < np.mean(np.array(ps) <= 0.1) < 0.16
 
 
 def test_population_summary_of_a_run():
