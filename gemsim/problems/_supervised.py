@@ -176,6 +176,27 @@ def _owners_shards(shards: Shards, owners: np.ndarray) -> Shards:
     return Shards(np.asarray(indices, np.int64), offsets)
 
 
+def shard_arrays(shards: Shards, seed: int, per_worker: int, owners, chunks) -> dict[str, Any]:
+    """A problem's arrays for owners holding shards of its examples: the shards, and the
+    fixed sample of each owner's shard that `evaluate_workers` measures (`worker_eval_sample`;
+    of the ``owners`` only where given), cut into evaluation calls by ``chunks``."""
+    # int32: indices and offsets below 2**31 (a training set of at most 2**31 examples)
+    arrays: dict[str, Any] = {
+        "shard_indices": jnp.asarray(shards.indices, jnp.int32),
+        "shard_offsets": jnp.asarray(shards.offsets, jnp.int32),
+    }
+    measured = shards if owners is None else _owners_shards(shards, owners)
+    example, worker, weight = worker_eval_sample(measured, seed, per_worker)
+    arrays["worker_eval"] = {
+        **chunks(example),
+        "worker": jnp.asarray(worker),
+        "weight": jnp.asarray(weight),
+    }
+    if owners is not None:
+        arrays["worker_eval"]["owners"] = jnp.asarray(owners, jnp.int32)
+    return arrays
+
+
 def to_device(data: Dataset) -> Dataset:
     """The data set's arrays on the default device (arrays already there are not copied; a
     text corpus stays on the host until its problem is built)."""
@@ -217,18 +238,7 @@ def build(
         "eval_key": derive_key(seed, KeyTag.EVAL),
     }
     if shards is not None:
-        # int32: indices and offsets below 2**31 (a training set of at most 2**31 examples)
-        arrays["shard_indices"] = jnp.asarray(shards.indices, jnp.int32)
-        arrays["shard_offsets"] = jnp.asarray(shards.offsets, jnp.int32)
-        measured = shards if owners is None else _owners_shards(shards, owners)
-        example, worker, weight = worker_eval_sample(measured, seed, per_worker)
-        arrays["worker_eval"] = {
-            **_chunks(example),
-            "worker": jnp.asarray(worker),
-            "weight": jnp.asarray(weight),
-        }
-        if owners is not None:
-            arrays["worker_eval"]["owners"] = jnp.asarray(owners, jnp.int32)
+        arrays.update(shard_arrays(shards, seed, per_worker, owners, _chunks))
     return dict(
         train_size=len(data.y_train),
         test_size=len(data.y_test),
@@ -286,16 +296,34 @@ def _split_sums(
     return totals
 
 
-def _split_examples(f: Fns, params: PyTree, x: jax.Array, y: jax.Array, chunks):
-    """``(loss, correct)`` of every example the chunks index, float32 ``[T]`` each."""
+def map_chunks(one, chunks) -> tuple[jax.Array, jax.Array]:
+    """``one(indices) -> (loss, correct)`` (one value each per index) over every index the
+    chunks hold, in order: float32 ``[T]`` each."""
     parts = []
     if chunks["full"].shape[0]:
-        loss, correct = lax.map(lambda idx: f.examples(params, x[idx], y[idx]), chunks["full"])
+        loss, correct = lax.map(one, chunks["full"])
         parts.append((loss.reshape(-1), correct.reshape(-1)))
     if chunks["rest"].shape[0]:
-        parts.append(f.examples(params, x[chunks["rest"]], y[chunks["rest"]]))
+        parts.append(one(chunks["rest"]))
     loss, correct = zip(*parts, strict=True)
     return jnp.concatenate(loss), jnp.concatenate(correct)
+
+
+def owner_means(data, loss: jax.Array, correct: jax.Array, accuracy: bool):
+    """Each owner's mean of the per-example ``loss`` and ``correct`` of its sample
+    (`shard_arrays`' ``worker_eval``; padding counts for no owner), float32 ``[n_owners]``
+    each; accuracy nan throughout where undefined (``accuracy`` False)."""
+    sample = data["worker_eval"]
+    n = sample["owners"].shape[0] if "owners" in sample else data["shard_offsets"].shape[0] - 1
+    held = sample["weight"] > 0  # padding: an example's loss counted for no worker
+
+    def per(values: jax.Array) -> jax.Array:
+        values = jnp.where(held, values, 0.0)
+        return jax.ops.segment_sum(values, sample["worker"], num_segments=n)
+
+    count = per(jnp.ones_like(loss))
+    mean_correct = per(correct) / count if accuracy else jnp.full(n, jnp.nan)
+    return {"loss": per(loss) / count, "accuracy": mean_correct.astype(jnp.float32)}
 
 
 def evaluate(problem: Problem, params: PyTree) -> dict[str, jax.Array]:
@@ -327,15 +355,6 @@ def evaluate_workers(problem: Problem, params: PyTree) -> dict[str, jax.Array]:
     data = problem.data
     if "worker_eval" not in data:
         return {}
-    sample = data["worker_eval"]
-    n = sample["owners"].shape[0] if "owners" in sample else data["shard_offsets"].shape[0] - 1
-    loss, correct = _split_examples(fns(problem), params, data["x_train"], data["y_train"], sample)
-    held = sample["weight"] > 0  # padding: an example's loss counted for no worker
-
-    def per(values: jax.Array) -> jax.Array:
-        values = jnp.where(held, values, 0.0)
-        return jax.ops.segment_sum(values, sample["worker"], num_segments=n)
-
-    count = per(jnp.ones_like(loss))
-    accuracy = per(correct) / count if has_accuracy(problem) else jnp.full(n, jnp.nan)
-    return {"loss": per(loss) / count, "accuracy": accuracy.astype(jnp.float32)}
+    f, x, y = fns(problem), data["x_train"], data["y_train"]
+    loss, correct = map_chunks(lambda idx: f.examples(params, x[idx], y[idx]), data["worker_eval"])
+    return owner_means(data, loss, correct, has_accuracy(problem))

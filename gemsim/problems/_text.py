@@ -23,14 +23,13 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from gemsim.types import PyTree
 
 from ._batch import Batch
 from ._keys import KeyTag, derive_key
 from ._streams import batch_positions, step_key
-from ._supervised import _owners_shards, _shard_batch, eval_indices, worker_eval_sample
+from ._supervised import _shard_batch, eval_indices, map_chunks, owner_means, shard_arrays
 from ._text_corpus import TextData
 from ._transformer import token_nll, transformer_model
 
@@ -88,17 +87,7 @@ def build(
         "dropout_key": derive_key(seed, KeyTag.DROPOUT),
     }
     if shards is not None:
-        arrays["shard_indices"] = jnp.asarray(shards.indices, jnp.int32)
-        arrays["shard_offsets"] = jnp.asarray(shards.offsets, jnp.int32)
-        measured = shards if owners is None else _owners_shards(shards, owners)
-        example, worker, weight = worker_eval_sample(measured, seed, per_worker)
-        arrays["worker_eval"] = {
-            **_chunks(example),
-            "worker": jnp.asarray(worker),
-            "weight": jnp.asarray(weight),
-        }
-        if owners is not None:
-            arrays["worker_eval"]["owners"] = jnp.asarray(owners, jnp.int32)
+        arrays.update(shard_arrays(shards, seed, per_worker, owners, _chunks))
     return dict(
         train_size=text.n_train,
         test_size=len(tested),
@@ -157,15 +146,7 @@ def _window_scores(problem: Problem, params, tokens, starts) -> tuple[jax.Array,
 
 def _scores(problem: Problem, params, tokens, starts_of, chunks) -> tuple[jax.Array, jax.Array]:
     """Per-window ``(nll, accuracy)`` of every window the chunks index, in order."""
-    parts = []
-    one = lambda idx: _window_scores(problem, params, tokens, starts_of(idx))
-    if chunks["full"].shape[0]:
-        nll, hit = lax.map(one, chunks["full"])
-        parts.append((nll.reshape(-1), hit.reshape(-1)))
-    if chunks["rest"].shape[0]:
-        parts.append(one(chunks["rest"]))
-    nll, hit = zip(*parts, strict=True)
-    return jnp.concatenate(nll), jnp.concatenate(hit)
+    return map_chunks(lambda idx: _window_scores(problem, params, tokens, starts_of(idx)), chunks)
 
 
 def evaluate(problem: Problem, params: PyTree) -> dict[str, jax.Array]:
@@ -190,16 +171,9 @@ def evaluate_workers(problem: Problem, params: PyTree) -> dict[str, jax.Array]:
     data = problem.data
     if "worker_eval" not in data:
         return {}
-    sample = data["worker_eval"]
-    n = sample["owners"].shape[0] if "owners" in sample else data["shard_offsets"].shape[0] - 1
-    nll, hit = _scores(problem, params, data["tokens"], lambda i: data["starts"][i], sample)
-    held = sample["weight"] > 0
-
-    def per(values: jax.Array) -> jax.Array:
-        return jax.ops.segment_sum(jnp.where(held, values, 0.0), sample["worker"], n)
-
-    count = per(jnp.ones_like(nll))
-    return {"loss": per(nll) / count, "accuracy": (per(hit) / count).astype(jnp.float32)}
+    starts = lambda i: data["starts"][i]
+    nll, hit = _scores(problem, params, data["tokens"], starts, data["worker_eval"])
+    return owner_means(data, nll, hit, accuracy=True)
 
 
 def sample_text(
