@@ -276,34 +276,23 @@ class TextFileData(Block):
 
 
 def with_text_digest(data: dict[str, Any], context: dict[str, Any] | None) -> dict[str, Any]:
-    """The block's `path` made absolute and the digest of the files it names recorded (a
-    changed file, given a recorded digest, is an error)."""
-    import hashlib
+    """The block's `path` made absolute and the digest of the files it names recorded
+    (`problems.text_sha256`, the corpus's own); a changed file, given a recorded digest, is
+    an error."""
+    from gemsim import problems
 
     path = resolve_path(data["path"], context).resolve()
-    if path.is_file():
-        files = [path]
-    elif path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and not _hidden(p, path))
-    else:
-        raise ValueError(f"path: {str(path)!r} is no file or folder")
-    if not files:
-        raise ValueError(f"path: the folder {str(path)!r} holds no files")
-    digest = hashlib.sha256()
-    for file in files:
-        digest.update(file.relative_to(path.parent if path.is_file() else path).as_posix().encode())
-        digest.update(b"\0" + file.read_bytes() + b"\0")
-    found, given = digest.hexdigest(), data.get("sha256")
+    try:
+        found = problems.text_sha256(str(path))
+    except problems.TextError as exc:
+        raise ValueError(f"path: {exc.problems[-1]} ({str(path)!r})") from None
+    given = data.get("sha256")
     if given is not None and given != found:
         raise ValueError(
             f"sha256: {str(path)!r} changed since this configuration was resolved (sha256 "
             f"{given[:12]}..., now {found[:12]}...); run from the scenario file again"
         )
     return {**data, "path": str(path), "sha256": found}
-
-
-def _hidden(file: Path, root: Path) -> bool:
-    return any(part.startswith(".") for part in file.relative_to(root).parts)
 
 
 DatasetBlock = Annotated[

@@ -102,6 +102,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "TextError",
             "format_text_partition",
             "read_corpus",
+            "text_sha256",
         ],
         "._transformer": ["lm_loss", "transformer_model"],
         "._synthetic_fed": ["make_synthetic_fed", "synthetic_fed_sizes"],

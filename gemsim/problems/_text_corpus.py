@@ -42,6 +42,8 @@ __all__ = [
     "read_corpus",
     "shakespeare_plays",
     "text_data",
+    "text_files",
+    "text_sha256",
 ]
 
 HELD_OUT_PLAYS = ("henry-v", "julius-caesar", "the-tempest", "twelfth-night")
@@ -175,18 +177,35 @@ def _shakespeare_texts() -> tuple[tuple[tuple[str, str, str], ...], str]:
 # ----------------------------------------------------------------------------- a user's text
 
 
-def _text_files(path: str) -> list[Path]:
+def text_files(path: str) -> list[Path]:
+    """The files a text data set reads: ``path`` itself, or every file under the folder
+    ``path`` outside hidden folders and not hidden, sorted by path."""
     root = Path(path)
     if root.is_file():
         return [root]
     if not root.is_dir():
         raise TextError(f"text {path}", "no such file or folder (dataset.path)")
-    files = sorted(
-        p for p in root.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.parts)
-    )
+    hidden = lambda p: any(part.startswith(".") for part in p.relative_to(root).parts)
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not hidden(p))
     if not files:
         raise TextError(f"text {path}", "the folder holds no files (dataset.path)")
     return files
+
+
+def _add_file(digest, path: str, file: Path, raw: bytes) -> None:
+    """One file into a text data set's digest: its name relative to the data set, its bytes."""
+    root = Path(path)
+    name = file.name if file == root else file.relative_to(root).as_posix()
+    digest.update(name.encode() + b"\0" + raw + b"\0")
+
+
+def text_sha256(path: str) -> str:
+    """The digest of a text data set's files (names and bytes): what a scenario records of
+    them, and `Corpus.sha256` of the corpus read from them."""
+    digest = hashlib.sha256()
+    for file in text_files(path):
+        _add_file(digest, path, file, file.read_bytes())
+    return digest.hexdigest()
 
 
 def _decode(path: Path, raw: bytes) -> str:
@@ -213,10 +232,9 @@ class _Source:
 def _user_source(path: str, by_file: bool, as_bytes: bool, test_fraction: float) -> _Source:
     digest = hashlib.sha256()
     train, test, groups = [], [], []
-    for file in _text_files(path):
+    for file in text_files(path):
         raw = file.read_bytes()
-        digest.update(str(file.relative_to(file.parent if file == Path(path) else path)).encode())
-        digest.update(b"\0" + raw + b"\0")
+        _add_file(digest, path, file, raw)
         text = raw if as_bytes else _decode(file, raw)
         if not len(text):
             raise TextError(str(file), "the file is empty (dataset.path)")

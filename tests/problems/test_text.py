@@ -116,6 +116,12 @@ def test_a_folder_of_files_is_split_per_file_and_grouped_by_file(tmp_path):
     assert list(windows.test_starts) == [0]  # test: 10 and 5 characters, one window fits
     one = tc.read_corpus(problems.Text(str(tmp_path / "t"), context=8))
     assert len(one.group_names) == 1
+    # hidden files are left out below the data set's folder, not above it; the digest is the
+    # one a scenario records
+    write(tmp_path / ".cache" / "t" / "a.txt", a)
+    under = tc.read_corpus(problems.Text(str(tmp_path / ".cache" / "t"), context=8))
+    assert under.decode(under.train) == a[:90]
+    assert under.sha256 == problems.text_sha256(str(tmp_path / ".cache" / "t"))
 
 
 def test_a_user_text_that_cannot_serve_is_refused_by_name(tmp_path):
