@@ -249,9 +249,9 @@ def make_synthetic(spec: Synthetic, seed: int) -> Dataset:
 
 def load_text(spec: Shakespeare | Text):
     """A text data set's corpus and its windows for the spec's context (a ``TextData``)."""
-    from ._text_corpus import read_corpus, text_data
+    from ._text_corpus import spec_text
 
-    return text_data(read_corpus(spec), spec.context, f"dataset {spec!r}")
+    return spec_text(spec)
 
 
 def load_dataset(spec: DatasetSpec, seed: int) -> Dataset:

@@ -43,7 +43,7 @@ from ._specs import (
     Transformer,
     spec_names,
 )
-from ._text_corpus import TextData, read_corpus, text_data
+from ._text_corpus import TextData, spec_text
 from ._user import UserModel, as_user_model, check_user_model, load_model
 
 __all__ = ["Problem", "imported_sizes", "make_problem"]
@@ -332,7 +332,7 @@ def _text_fields(
     n_workers, sample,
 ):  # fmt: skip
     if data is None:
-        data = text_data(read_corpus(dataset), model.context, f"dataset {dataset!r}")
+        data = spec_text(dataset)
     if batch_size > data.n_train:
         raise ValueError(
             f"make_problem: batch_size {batch_size} exceeds the {data.n_train} training "

@@ -115,12 +115,11 @@ def _arrays_shape(spec: Arrays) -> DataShape:
 
 def _text_shape(spec: Shakespeare | Text) -> DataShape:
     """Windows of the corpus (read and tokenised once per process; no JAX)."""
-    from ._text_corpus import corpus_windows, read_corpus
+    from ._text_corpus import spec_text
 
-    corpus = read_corpus(spec)
-    windows = corpus_windows(corpus, spec.context, f"dataset {spec!r}")
-    n_train, n_test = len(windows.starts), len(windows.test_starts)
-    return DataShape(n_train, n_test, (spec.context,), 0, vocab_size=corpus.vocab_size)
+    text = spec_text(spec)
+    n_train, n_test = len(text.windows.starts), len(text.windows.test_starts)
+    return DataShape(n_train, n_test, (spec.context,), 0, vocab_size=text.corpus.vocab_size)
 
 
 def _dense(n_in: int, n_out: int) -> int:

@@ -41,6 +41,7 @@ __all__ = [
     "format_text_partition",
     "read_corpus",
     "shakespeare_plays",
+    "spec_text",
     "text_data",
     "text_files",
     "text_sha256",
@@ -362,7 +363,10 @@ def format_text_partition(shards, corpus: Corpus, windows: Windows, max_rows: in
     each, or quantiles beyond ``max_rows`` owners."""
     n, sizes = shards.n_workers, shards.sizes
     owner = np.repeat(np.arange(n, dtype=np.int64), sizes)
-    pairs = np.unique(np.stack([owner, windows.groups[shards.indices]]), axis=1)
+    n_names = len(corpus.group_names)
+    # (owner, group) pairs held, as one sorted key: a 1-D unique, not one over columns
+    keys = np.unique(owner * n_names + windows.groups[shards.indices])
+    pairs = np.stack([keys // n_names, keys % n_names])
     n_groups = np.bincount(pairs[0], minlength=n)
     group_chars = np.bincount(
         corpus.segment_group,
@@ -401,6 +405,13 @@ class TextData(NamedTuple):
     @property
     def n_train(self) -> int:
         return len(self.windows.starts)
+
+
+@functools.lru_cache(maxsize=2)
+def spec_text(spec) -> TextData:
+    """The corpus a ``Shakespeare`` or ``Text`` spec names with its windows for the spec's
+    context (kept per process: sizing a run, its partition and its problem all need them)."""
+    return text_data(read_corpus(spec), spec.context, f"dataset {spec!r}")
 
 
 def text_data(corpus: Corpus, context: int, name: str) -> TextData:
