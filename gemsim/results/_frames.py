@@ -231,6 +231,12 @@ def _add_worker_steps(metrics: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _local_steps(manifest: Mapping[str, Any]) -> int:
+    """Local steps a commit of the run holds: its rule's ``optimizer.window`` (1 without)."""
+    window = ((manifest.get("config") or {}).get("optimizer") or {}).get("window", 1)
+    return window if isinstance(window, int) and window >= 1 else 1
+
+
 def _add_tokens(metrics: pd.DataFrame, manifest: Mapping[str, Any]) -> pd.DataFrame:
     """A language model's runs: add ``tokens``, the characters the workers' gradients had
     processed by each commit, this one included (its local steps x batch x context each)."""
@@ -238,9 +244,7 @@ def _add_tokens(metrics: pd.DataFrame, manifest: Mapping[str, Any]) -> pd.DataFr
     model = (config.get("problem") or {}).get("model") or {}
     if model.get("name") != "transformer" or "commit" not in metrics.columns:
         return metrics
-    window = (config.get("optimizer") or {}).get("window", 1)
-    window = window if isinstance(window, int) else 1
-    per_commit = window * config["problem"]["batch_size"] * model["context"]
+    per_commit = _local_steps(manifest) * config["problem"]["batch_size"] * model["context"]
     return metrics.assign(tokens=(metrics["commit"].astype("int64") + 1) * per_commit)
 
 
@@ -338,9 +342,7 @@ def _with_step_time(table: pd.DataFrame, manifest: Mapping[str, Any]) -> pd.Data
     over the rule's local steps (``optimizer.window``, 1 for a rule without)."""
     if "mean_compute_time" not in table.columns:
         return table
-    window = ((manifest.get("config") or {}).get("optimizer") or {}).get("window", 1)
-    window = window if isinstance(window, int) and window >= 1 else 1
-    return table.assign(mean_step_time=table["mean_compute_time"] / window)
+    return table.assign(mean_step_time=table["mean_compute_time"] / _local_steps(manifest))
 
 
 def _joined(parts: list[pd.DataFrame], columns: list[str], first: Sequence[str]) -> pd.DataFrame:
