@@ -16,6 +16,11 @@ A population's run (K slots serving N clients, `gemsim.timing.Population`) adds 
 column: ``worker`` is then the slot (``n_workers`` = K) and ``client`` the client whose task
 the commit ends, in ``[0, n_clients)``. A trace without it (persistent workers) hashes and is
 written exactly as before the column existed; one with it is written as format 3.
+
+A run whose workers take their own number of local steps (per group, or DyLU's from their
+speeds) adds a ``local_steps`` column: the mini-batches commit k holds. A trace without it
+(every commit holds the rule's one window) hashes and is written as before the column
+existed; one with it is written as format 4.
 """
 
 from __future__ import annotations
@@ -54,10 +59,14 @@ COLUMN_NAMES: tuple[str, ...] = (*(name for name, _ in COLUMNS), *FLAGS)
 CLIENT = "client"
 """The optional int64 column of a population's traces, hashed and written after the flags."""
 
+LOCAL_STEPS = "local_steps"
+"""The optional int64 column of a trace whose workers hold windows of their own (>= 1)."""
+
 _METADATA_KEY = b"gemsim.commit_trace"
 _FORMAT_VERSION = 2
 _CLIENT_FORMAT = 3  # a trace with a client column (older readers must refuse it)
-_READABLE_FORMATS = (1, 2, 3)  # format 1 had no flag columns: they take their defaults
+_LOCAL_STEPS_FORMAT = 4  # a trace with a local_steps column (older readers must refuse it)
+_READABLE_FORMATS = (1, 2, 3, 4)  # format 1 had no flag columns: they take their defaults
 _HASH_HEADER = b"gemsim.CommitTrace/v1\x00"
 _ENCODED = "_encoded_file"  # where a trace keeps its parquet bytes (`CommitTrace.to_parquet`)
 
@@ -127,6 +136,8 @@ class CommitTrace:
         client: int64, with a population: the client whose task the commit ends (``worker``
             is then its slot); None for persistent workers.
         n_clients: with a client column, the population's size N; None without.
+        local_steps: int64 >= 1, the mini-batches commit k holds where workers take their own
+            number of local steps; None where every commit holds the rule's window.
 
     The three duration columns may hold NaN where a real backend could not measure them.
     """
@@ -146,6 +157,7 @@ class CommitTrace:
     round_end: np.ndarray | None = None
     client: np.ndarray | None = None
     n_clients: int | None = None
+    local_steps: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name, dtype in COLUMNS:
@@ -174,6 +186,10 @@ class CommitTrace:
             )
             object.__setattr__(self, "n_clients", n_clients)
             object.__setattr__(self, "client", client)
+        if self.local_steps is not None:
+            steps = _column(LOCAL_STEPS, self.local_steps, np.dtype(np.int64))
+            _first_bad(LOCAL_STEPS, steps < 1, steps, "must be >= 1")
+            object.__setattr__(self, "local_steps", steps)
         self._validate_rows()
 
     def _validate_rows(self) -> None:
@@ -234,6 +250,7 @@ class CommitTrace:
         round_end: Any = None,
         client: Any = None,
         n_clients: int | None = None,
+        local_steps: Any = None,
     ) -> CommitTrace:
         """Build and validate a trace; ``commit`` and ``staleness`` are derived if omitted,
         and the flags take their defaults.
@@ -269,6 +286,7 @@ class CommitTrace:
             round_end=round_end,
             client=client,
             n_clients=n_clients,
+            local_steps=local_steps,
         )
 
     def __len__(self) -> int:
@@ -301,10 +319,13 @@ class CommitTrace:
         return attributes
 
     def columns(self) -> dict[str, np.ndarray]:
-        """The columns by name, in canonical order (``client`` last, where there is one)."""
+        """The columns by name, in canonical order (then ``client`` and ``local_steps``, where
+        the trace has them)."""
         columns = {name: getattr(self, name) for name in COLUMN_NAMES}
         if self.client is not None:
             columns[CLIENT] = self.client
+        if self.local_steps is not None:
+            columns[LOCAL_STEPS] = self.local_steps
         return columns
 
     def sha256(self) -> str:
@@ -315,7 +336,8 @@ class CommitTrace:
         hash equally on every platform; then each flag column that differs from its
         default (so a trace without restarts, joins or rounds hashes as format 1 did); then,
         for a population, ``n_clients`` and the client column (a trace without one hashes as
-        before the column existed). ``duration`` and ``busy_time`` are not included.
+        before the column existed); then the local_steps column where there is one.
+        ``duration`` and ``busy_time`` are not included.
         """
         digest = hashlib.sha256(_HASH_HEADER)
         digest.update(np.array([self.n_workers, len(self)], dtype="<i8").tobytes())
@@ -334,6 +356,9 @@ class CommitTrace:
             digest.update(CLIENT.encode("ascii") + b"\x00")
             digest.update(np.array([self.n_clients], dtype="<i8").tobytes())
             digest.update(self.client.astype("<i8", copy=False).tobytes())
+        if self.local_steps is not None:
+            digest.update(LOCAL_STEPS.encode("ascii") + b"\x00")
+            digest.update(self.local_steps.astype("<i8", copy=False).tobytes())
         return digest.hexdigest()
 
     def to_pandas(self) -> pd.DataFrame:
@@ -371,6 +396,8 @@ class CommitTrace:
 
         table = pa.table(self.columns())
         version = _FORMAT_VERSION if self.client is None else _CLIENT_FORMAT
+        if self.local_steps is not None:
+            version = _LOCAL_STEPS_FORMAT
         meta = {"format": version, **self._attributes()}
         table = table.replace_schema_metadata({_METADATA_KEY: json.dumps(meta).encode()})
         buffer = io.BytesIO()
@@ -401,7 +428,9 @@ class CommitTrace:
         missing = [name for name in required if name not in table.column_names]
         if missing:
             raise ValueError(f"lacks columns {missing}")
-        present = [name for name in (*COLUMN_NAMES, CLIENT) if name in table.column_names]
+        present = [
+            name for name in (*COLUMN_NAMES, CLIENT, LOCAL_STEPS) if name in table.column_names
+        ]
         columns = {name: table.column(name).to_numpy(zero_copy_only=False) for name in present}
         return cls(
             **columns,

@@ -21,6 +21,7 @@ from ._optimizer import stops_of, window_of
 from ._problem_blocks import dataset_spec, model_context, model_spec
 from ._protocol_blocks import check_protocol, resolve_protocol
 from ._scenario import Scenario
+from ._windows import worker_windows
 from ._worker_specs import worker_specs
 
 if TYPE_CHECKING:
@@ -39,8 +40,9 @@ def build_cluster(
     if sizes is None and (needs_bytes or needs_steps):
         sizes = problem_sizes(scenario, model_bytes=needs_bytes)
     steps_per_epoch = sizes[0] if sizes is not None else None
+    workers = worker_specs(scenario)
     return timing.ClusterSpec(
-        workers=worker_specs(scenario),
+        workers=workers,
         population=_population(scenario, weigh=sizes is None),
         pull=net.pull.build() if net.pull else None,
         push=net.push.build() if net.push else None,
@@ -50,6 +52,7 @@ def build_cluster(
         service=server.service.build() if server.service else None,
         discipline=timing.Discipline[server.discipline.upper()],
         window=window_of(scenario.optimizer) if scenario.optimizer else 1,
+        windows=worker_windows(scenario, workers),
         protocol=resolve_protocol(scenario),
         budget=_budget(scenario, steps_per_epoch),
         pull_at=timing.PullAt(server.pull),

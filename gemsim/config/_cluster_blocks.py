@@ -31,8 +31,9 @@ WORKER_BYTES = 6.5e3
 
 class WorkerGroup(Block):
     """`count` workers (taken in index order) with their own compute law and/or speed factor,
-    optionally their own churn and slowdowns (instead of the workers' ones), and the classes
-    they alone hold (`data`)."""
+    optionally their own churn and slowdowns (instead of the workers' ones), the classes
+    they alone hold (`data`), and their own local steps per commit (`window`, for a rule
+    with a window)."""
 
     count: PositiveInt
     compute: Dist | None = None
@@ -40,6 +41,7 @@ class WorkerGroup(Block):
     churn: ChurnBlock | None = None
     slowdowns: SlowdownsBlock | None = None
     data: Annotated[GroupData | None, ADDED] = None
+    window: Annotated[PositiveInt | None, ADDED] = None
 
 
 class FailureBlock(Block):

@@ -12,6 +12,7 @@ from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from ._block import ADDED, Block
 from ._weight_blocks import InverseWeight, Weight, weight_shorthand
+from ._windows import Window, static_window
 
 if TYPE_CHECKING:
     from gemsim import rules
@@ -48,24 +49,26 @@ class GemBlock(Block):
 class DownpourBlock(Block):
     rule: Literal["downpour"]
     lr: PositiveFloat
-    window: PositiveInt = 1
+    window: Window = 1
     local_momentum: Momentum = 0.0
 
     def build(self) -> rules.Rule:
         from gemsim import rules
 
-        return rules.downpour(lr=self.lr, window=self.window, local_momentum=self.local_momentum)
+        return rules.downpour(
+            lr=self.lr, window=static_window(self.window), local_momentum=self.local_momentum
+        )
 
 
 class AgnBlock(Block):
     rule: Literal["agn"]
     lr: PositiveFloat
-    window: PositiveInt = 1
+    window: Window = 1
 
     def build(self) -> rules.Rule:
         from gemsim import rules
 
-        return rules.agn(lr=self.lr, window=self.window)
+        return rules.agn(lr=self.lr, window=static_window(self.window))
 
 
 class StalenessBlock(Block):

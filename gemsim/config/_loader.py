@@ -128,9 +128,11 @@ def _check_buildable(scenario: Scenario, source: str) -> None:
     one here would load JAX into `gemsim trace`, which needs none."""
     from ._build import build_cluster
     from ._protocol_blocks import check_protocol
+    from ._windows import worker_windows
 
     try:
         check_protocol(scenario)
+        worker_windows(scenario)
     except ValueError as exc:
         raise ScenarioError(source, [str(exc)]) from None
     try:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
 
 from ._block import Block
 from ._gradient_rule_blocks import Momentum
 from ._weight_blocks import PolynomialWeight, Weight, weight_shorthand
+from ._windows import Window, static_window
 
 if TYPE_CHECKING:
     from gemsim import rules
@@ -49,13 +50,13 @@ class EasgdBlock(_ElasticBlock):
     lr: PositiveFloat
     alpha: MixingRate | None = None
     rho: PositiveFloat | None = None
-    window: PositiveInt = 1
+    window: Window = 1
 
     def build(self) -> rules.Rule:
         from gemsim import rules
 
         alpha = self.moving_rate()
-        return rules.easgd(lr=self.lr, alpha=alpha, window=self.window)
+        return rules.easgd(lr=self.lr, alpha=alpha, window=static_window(self.window))
 
 
 class EamsgdBlock(_ElasticBlock):
@@ -65,14 +66,16 @@ class EamsgdBlock(_ElasticBlock):
     lr: PositiveFloat
     alpha: MixingRate | None = None
     rho: PositiveFloat | None = None
-    window: PositiveInt = 10
+    window: Window = 10
     momentum: Momentum = 0.99  # the paper's delta
 
     def build(self) -> rules.Rule:
         from gemsim import rules
 
         alpha = self.moving_rate()
-        return rules.eamsgd(lr=self.lr, alpha=alpha, window=self.window, momentum=self.momentum)
+        return rules.eamsgd(
+            lr=self.lr, alpha=alpha, window=static_window(self.window), momentum=self.momentum
+        )
 
 
 class FedasyncBlock(Block):
@@ -84,7 +87,7 @@ class FedasyncBlock(Block):
     lr: PositiveFloat
     alpha: MixingRate = 0.6
     rho: NonNegativeFloat = 0.0
-    window: PositiveInt = 8
+    window: Window = 8
     weight: Weight = PolynomialWeight(kind="polynomial", a=0.5)
 
     @model_validator(mode="before")
@@ -99,6 +102,6 @@ class FedasyncBlock(Block):
             lr=self.lr,
             alpha=self.alpha,
             rho=self.rho,
-            window=self.window,
+            window=static_window(self.window),
             weight=self.weight.build(),
         )

@@ -26,7 +26,6 @@ from pydantic import (
     ConfigDict,
     Field,
     PositiveFloat,
-    PositiveInt,
     ValidationError,
     ValidationInfo,
     model_validator,
@@ -45,6 +44,7 @@ from ._code_refs import (
     transformation_name,
     with_schedules,
 )
+from ._windows import Window, static_window
 
 if TYPE_CHECKING:
     from gemsim import rules
@@ -322,7 +322,7 @@ class LocalBlock(Block):
     (a shorthand for sweeps)."""
 
     rule: Literal["local"]
-    window: PositiveInt = 8
+    window: Window = 8
     lr: PositiveFloat | None = None
     inner: OptaxBlock = Field(default_factory=_default_inner)
     outer: OptaxBlock = Field(default_factory=_default_outer)
@@ -359,4 +359,6 @@ class LocalBlock(Block):
         inner = self.inner
         if self.lr is not None:
             inner = OptaxBlock(name=inner.name, **{**inner.kwargs, "learning_rate": self.lr})
-        return rules.local(inner=inner.build(), outer=self.outer.build(), window=self.window)
+        return rules.local(
+            inner=inner.build(), outer=self.outer.build(), window=static_window(self.window)
+        )

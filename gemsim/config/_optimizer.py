@@ -27,6 +27,7 @@ from ._gradient_rule_blocks import (
 from ._model_rule_blocks import EamsgdBlock, EasgdBlock, FedasyncBlock
 from ._open_rule_blocks import ImportRuleBlock, LocalBlock
 from ._round_rule_blocks import FedbuffBlock, MaleniaBlock, RennalaBlock, SyncBlock
+from ._windows import static_window
 
 IMPORT_TAG = "import"
 
@@ -63,8 +64,9 @@ Optimizer = Annotated[
 
 
 def window_of(block) -> int:
-    """Mini-batches per commit: the timing model needs it before any rule is built."""
-    return int(getattr(block, "window", 1))
+    """Mini-batches per commit (a dynamic window's H, the most a worker takes): the timing
+    model needs it before any rule is built."""
+    return static_window(getattr(block, "window", 1))
 
 
 def stops_of(block, n_workers: int) -> timing.Stops | None:

@@ -10,6 +10,7 @@ from pydantic import PositiveFloat, PositiveInt
 
 from ._block import ADDED, Block
 from ._gradient_rule_blocks import Momentum
+from ._windows import Window, static_window
 
 if TYPE_CHECKING:
     from gemsim import rules
@@ -59,7 +60,7 @@ class MaleniaBlock(Block):
 class FedbuffBlock(Block):
     rule: Literal["fedbuff"]
     lr: PositiveFloat
-    window: PositiveInt = 8
+    window: Window = 8
     buffer: PositiveInt = 10
     server_lr: PositiveFloat = 1.0
 
@@ -67,5 +68,8 @@ class FedbuffBlock(Block):
         from gemsim import rules
 
         return rules.fedbuff(
-            lr=self.lr, window=self.window, buffer=self.buffer, server_lr=self.server_lr
+            lr=self.lr,
+            window=static_window(self.window),
+            buffer=self.buffer,
+            server_lr=self.server_lr,
         )

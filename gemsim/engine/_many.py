@@ -79,7 +79,15 @@ class _RunState(NamedTuple):
 
 
 _TIME_MAJOR = StepInput(
-    commit=None, worker=0, staleness=0, first_step=0, active=0, round_end=0, client=0, pre_pull=0
+    commit=None,
+    worker=0,
+    staleness=0,
+    first_step=0,
+    active=0,
+    round_end=0,
+    client=0,
+    pre_pull=0,
+    local_steps=0,
 )  # vmap axes of one step's inputs: the commit index is the same for every run
 
 
@@ -122,7 +130,13 @@ class ManyRunsExecutor:
             problem, rule = self._problem(shared, stacked, mask), self.rule_of(hyper)
             pulled = layout.unravel(row)
             work = gradient_phase(
-                rule, problem, pulled, data_owner(inp), inp.first_step, token=inp.commit
+                rule,
+                problem,
+                pulled,
+                data_owner(inp),
+                inp.first_step,
+                token=inp.commit,
+                steps=inp.local_steps,
             )
             return commit_math(rule, state, inp, work, spare, padded=padded)
 
@@ -131,6 +145,7 @@ class ManyRunsExecutor:
         axes = _TIME_MAJOR._replace(
             client=None if inputs.client is None else 0,
             pre_pull=None if inputs.pre_pull is None else 0,
+            local_steps=None if inputs.local_steps is None else 0,
         )
 
         def step(carry: Carry, rows, i):
@@ -318,6 +333,11 @@ def _stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
             "runs executed together must all be populations' (a client column in their "
             "traces) or all have persistent workers; execute these in separate batches"
         )
+    if len({p.local_steps is None for p in plans}) > 1:
+        raise ValueError(
+            "runs executed together must all have local steps of their own (a local_steps "
+            "column in their traces) or none; execute these in separate batches"
+        )
 
     def column(values: np.ndarray, fill, dtype) -> np.ndarray:
         out = np.full(total, fill, dtype)
@@ -336,6 +356,8 @@ def _stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
         round_end=stacked("round_end", True, bool),
         client=stacked("client", 0, np.int32) if populations == {True} else None,
         pre_pull=_stacked_pre_pulls(plans, total),
+        # Padding takes one step: a count of 0 would divide the loss by zero.
+        local_steps=None if plans[0].local_steps is None else stacked("local_steps", 1, np.int32),
     )
 
 

@@ -67,6 +67,9 @@ class ExecutionPlan:
     # version k, the one its commit was applied to (a pull before apply); its row then gets
     # that version and the rule's pull hook instead of theta after the commit.
     fill_pre: np.ndarray | None = None
+    # int32[K], or None where every commit holds the rule's window: the mini-batches commit k
+    # holds (workers with local steps of their own; the trace's `local_steps` column).
+    local_steps: np.ndarray | None = None
 
     @property
     def population(self) -> bool:
@@ -114,6 +117,7 @@ class ExecutionPlan:
             client=None if self.client is None else self.client[:stop],
             n_clients=self.n_clients,
             fill_pre=None if self.fill_pre is None else self.fill_pre[:stop],
+            local_steps=None if self.local_steps is None else self.local_steps[:stop],
         )
 
     def waves(self, start: int, stop: int, max_width: int) -> list[tuple[int, int]]:
@@ -167,9 +171,14 @@ def make_plan(
     round_end: np.ndarray | None = None,
     client: np.ndarray | None = None,
     n_clients: int | None = None,
+    local_steps: np.ndarray | None = None,
 ) -> ExecutionPlan:
     """Build the plan for a trace given as its `worker` and `pulled_version` columns, and its
     `fresh` and `round_end` flags (None: their defaults, see `gemsim.trace`).
+
+    `local_steps` (None: every commit holds `window` mini-batches): each commit's own count,
+    where workers take local steps of their own; a commit's batches then follow the owner's
+    earlier commits' in its stream.
 
     A population's trace also gives its `client` column and `n_clients` (N): `worker` is then
     the slot (`n_workers` = K), batches are counted per client and every host fill is fresh
@@ -193,7 +202,13 @@ def make_plan(
     # milliseconds per run); it gives what one pass over the commits in order would.
     by_worker = _sorted_runs(worker, n_workers)
     by_owner = _sorted_runs(owner, n_owners) if population else by_worker
-    first_step = _rank_in_run(*by_owner) * window  # the owner's earlier commits, in batches
+    if local_steps is None:
+        first_step = _rank_in_run(*by_owner) * window  # the owner's earlier commits, in batches
+    else:
+        local_steps = np.asarray(local_steps, dtype=np.int64)
+        if local_steps.shape != worker.shape or np.any(local_steps < 1):
+            raise UnreplayableTrace("local_steps must hold one count >= 1 per commit")
+        first_step = _earlier_in_run(local_steps, *by_owner)
     prev = _previous_in_run(*by_worker)  # the worker's previous commit, or -1
     _check_pulls(worker, pulled, prev, fresh, population)
     own = (pulled > 0) & (prev >= 0) & (pulled == prev + 1) & ~fresh
@@ -222,6 +237,7 @@ def make_plan(
         client=owner.astype(np.int32) if population else None,
         n_clients=n_owners if population else None,
         fill_pre=fill_pre,
+        local_steps=None if local_steps is None else local_steps.astype(np.int32),
     )
 
 
@@ -289,6 +305,16 @@ def _rank_in_run(order: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return rank
 
 
+def _earlier_in_run(values: np.ndarray, order: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """For each entry, the sum of `values` over the earlier entries with its key."""
+    ordered = values[order]
+    total = np.cumsum(ordered) - ordered  # over every earlier entry in key order
+    base = np.maximum.accumulate(np.where(starts, total, 0))  # the key's first entry's
+    earlier = np.empty(len(order), dtype=np.int64)
+    earlier[order] = total - base
+    return earlier
+
+
 def _previous_in_run(order: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """For each entry, the index of the latest earlier entry with its key, or -1."""
     previous = np.empty(len(order), dtype=np.int64)
@@ -334,4 +360,5 @@ def plan_of(trace, *, window: int = 1, eval_every: int | None = None) -> Executi
         round_end=trace.round_end,
         client=getattr(trace, "client", None),
         n_clients=getattr(trace, "n_clients", None),
+        local_steps=getattr(trace, "local_steps", None),
     )

@@ -48,6 +48,9 @@ class StepInput(NamedTuple):
     # bool[]: the committer pulled the version before this commit (`ExecutionPlan.fill_pre`).
     # None where no commit of the plan does: no leaf, so those programs are unchanged.
     pre_pull: jax.Array | None = None
+    # int32[]: the commit's own number of local steps (workers with windows of their own).
+    # None where every commit holds the rule's window: no leaf, so those programs are unchanged.
+    local_steps: jax.Array | None = None
 
 
 def data_owner(inp: StepInput) -> jax.Array:
@@ -72,9 +75,9 @@ class LocalWork(NamedTuple):
     loss: jax.Array
 
 
-def gradient_phase(rule, problem, pulled, worker, first_step, token=None) -> LocalWork:
+def gradient_phase(rule, problem, pulled, worker, first_step, token=None, steps=None) -> LocalWork:
     """The worker's local work from its row, `pulled = (snapshot, ws)`: `window` gradients
-    and local steps.
+    and local steps, or `steps` of them (a run-time count: the commit's own local steps).
 
     `token` (default `first_step`): the run-time scalar that stores the work before the
     commit reads it (`_materialize`); it must not carry the run axis where the phase is vmapped
@@ -92,17 +95,35 @@ def gradient_phase(rule, problem, pulled, worker, first_step, token=None) -> Loc
         return (x, acc, ws), loss
 
     carry = (x0, rule.init_acc(x0), ws)
-    if rule.window == 1:
+    if steps is not None:
+        carry, loss = _own_steps(body, carry, steps)
+        x, acc, ws = carry
+    elif rule.window == 1:
         (x, acc, ws), loss = body(carry, 0)
     else:
         (x, acc, ws), losses = jax.lax.scan(body, carry, jnp.arange(rule.window))
         loss = jnp.mean(losses)
     token = first_step if token is None else token
-    if rule.window > 1:
+    if rule.window > 1 or steps is not None:
         x, acc = _materialize((x, acc), token)
     else:
         acc = _materialize(acc, token)
     return LocalWork(x0, x, acc, ws, loss)
+
+
+def _own_steps(body, carry, steps: jax.Array):
+    """`steps` (run-time) iterations of the local step `body`, and their mean loss: a loop
+    of the commit's own length (vmapped over a wave, it runs the longest member's and keeps
+    each member's state once its own steps are done)."""
+
+    def one(state):
+        i, carry, total = state
+        carry, loss = body(carry, i)
+        return i + 1, carry, total + loss
+
+    loss = jnp.zeros((), jnp.float32)
+    _, carry, total = jax.lax.while_loop(lambda s: s[0] < steps, one, (0, carry, loss))
+    return carry, total / jnp.maximum(steps, 1)  # a wave's padding takes no step
 
 
 def _materialize(tree: PyTree, token: jax.Array) -> PyTree:
@@ -222,7 +243,9 @@ def make_step(rule, layout: RowLayout):
 
     def step(problem, carry: Carry, inp: StepInput):
         pulled = layout.read(carry.slots, inp.worker)
-        work = gradient_phase(rule, problem, pulled, data_owner(inp), inp.first_step)
+        work = gradient_phase(
+            rule, problem, pulled, data_owner(inp), inp.first_step, steps=inp.local_steps
+        )
         return commit_phase(rule, layout, carry, inp, work)
 
     return step
@@ -250,7 +273,9 @@ def make_chunk(rule, layout: RowLayout, *, padded: bool = False):
 
         def step(carry: Carry, pulled, i):
             inp = jax.tree.map(lambda x: x[i], inputs)
-            work = gradient_phase(rule, problem, pulled, data_owner(inp), inp.first_step)
+            work = gradient_phase(
+                rule, problem, pulled, data_owner(inp), inp.first_step, steps=inp.local_steps
+            )
             carry, out = commit_phase(rule, layout, carry, inp, work, padded=padded)
             return carry, layout.read(carry.slots, next_workers[i]), out
 
@@ -309,6 +334,7 @@ def step_inputs(plan) -> StepInput:
         round_end=plan.round_end,
         client=plan.client,
         pre_pull=plan.fill_pre,
+        local_steps=plan.local_steps,
     )
 
 

@@ -48,9 +48,9 @@ class WavefrontExecutor(Executor):
     def _wave_fn(self, problem, carry: Carry, inp: StepInput):
         rule, layout = self.rule, self.layout
         rows = carry.slots[jnp.where(inp.active, inp.worker, self.n_workers)]
-        work = jax.vmap(lambda r, w, s: gradient_phase(rule, problem, layout.unravel(r), w, s))(
-            rows, data_owner(inp), inp.first_step
-        )
+        work = jax.vmap(
+            lambda r, w, s, n: gradient_phase(rule, problem, layout.unravel(r), w, s, steps=n)
+        )(rows, data_owner(inp), inp.first_step, inp.local_steps)
 
         def body(c, member):
             i, one = member

@@ -13,6 +13,9 @@ steps do (`engine.commit_math`).
 A run whose server sends a committing worker the version before its commit
 (`pull_before_apply`, `server.pull: before_apply`) commits with `StepInput.pre_pull` set, so
 that the committed row is the one the engine's pre fill writes (`engine.ExecutionPlan.fill_pre`).
+
+Workers with local steps of their own (`windows`, one per worker) run the engine's loop of a
+run-time length, as the engine does for a trace with a `local_steps` column.
 """
 
 from __future__ import annotations
@@ -51,10 +54,21 @@ class Compiled:
     _gradient: Any
     _commit: Any
     _pull: Any
+    windows: tuple[int, ...] | None = None  # each worker's local steps; None: the rule's
+
+    def window_of(self, worker: int) -> int:
+        """Mini-batches a commit of ``worker`` holds."""
+        return self.rule.window if self.windows is None else self.windows[worker]
 
     @staticmethod
     def of(
-        rule, problem, n_workers: int, *, population: bool = False, pull_before_apply: bool = False
+        rule,
+        problem,
+        n_workers: int,
+        *,
+        population: bool = False,
+        pull_before_apply: bool = False,
+        windows: tuple[int, ...] | None = None,
     ) -> Compiled:
         params = problem.init_params
         ws_row = jax.tree.map(lambda a: a[0], rule.init(params, n_workers).workers)
@@ -62,12 +76,14 @@ class Compiled:
         row = jnp.zeros((layout.row_size,), jnp.float32)
         zero = jnp.zeros((), jnp.int32)
         pulled = layout.unravel(row)
-        work = jax.eval_shape(lambda: gradient_phase(rule, problem, pulled, zero, zero))
+        one = None if windows is None else jnp.ones((), jnp.int32)
+        work = jax.eval_shape(lambda: gradient_phase(rule, problem, pulled, zero, zero, steps=one))
         flat, unravel = ravel_pytree(jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), work))
 
-        def gradient(problem, row, worker, first_step):
+        def gradient(problem, row, worker, first_step, steps):
             pulled = layout.unravel(row)
-            return ravel_pytree(gradient_phase(rule, problem, pulled, worker, first_step))[0]
+            work = gradient_phase(rule, problem, pulled, worker, first_step, steps=steps)
+            return ravel_pytree(work)[0]
 
         def commit(carry, inp, flat_work):
             carry, out = commit_phase(rule, layout, carry, inp, unravel(flat_work))
@@ -89,6 +105,7 @@ class Compiled:
             _gradient=jax.jit(gradient),
             _commit=jax.jit(commit),
             _pull=jax.jit(pull),
+            windows=windows,
         )
 
     # --- worker side -------------------------------------------------------------------
@@ -96,7 +113,8 @@ class Compiled:
     def gradient(self, row: np.ndarray, owner: int, first_step: int) -> np.ndarray:
         """The work from a row on the batches of data owner `owner` (the worker, or a
         population's client) from its mini-batch `first_step`, flat (blocks until computed)."""
-        flat = self._gradient(self.problem, row, np.int32(owner), np.int32(first_step))
+        steps = None if self.windows is None else np.int32(self.windows[owner])
+        flat = self._gradient(self.problem, row, np.int32(owner), np.int32(first_step), steps)
         return np.asarray(flat)
 
     # --- server side -------------------------------------------------------------------

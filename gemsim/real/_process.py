@@ -420,8 +420,7 @@ class ProcessBackend:
         if isinstance(budget, timing.CommitBudget):
             return budget.commits
         if isinstance(budget, timing.StepsBudget):
-            window = self.book.compiled.rule.window
-            return self.job.n_workers * -(-budget.steps_per_worker // window)
+            return sum(self.job.spec.commit_quotas(budget))
         return 0
 
 

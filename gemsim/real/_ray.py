@@ -176,7 +176,7 @@ class _Worker:
 
         rule, problem = job.build()
         self.w, self.job = w, job
-        self.compiled = Compiled.of(rule, problem, job.n_workers)
+        self.compiled = Compiled.of(rule, problem, job.n_workers, windows=job.spec.windows)
         row = self.compiled.initial_rows()[w]
         self.compiled.gradient(row, w, 0)  # compile before the clock starts
         self.emulated = EmulatedCompute(job.spec, job.seed, w)

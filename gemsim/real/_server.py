@@ -91,7 +91,7 @@ class ServerBook:
     def first_step(self, worker: int) -> int:
         """The worker's next mini-batch in its stream (committed batches only, as the
         engine counts them: work lost in a crash is computed again)."""
-        return int(self.commits_of[worker]) * self.compiled.rule.window
+        return int(self.commits_of[worker]) * self.compiled.window_of(worker)
 
     def client_first_step(self, client: int) -> int:
         """A population's client's next mini-batch in its own stream: its committed tasks
@@ -111,7 +111,7 @@ class ServerBook:
         if self.done(now):
             return False
         if isinstance(self.budget, timing.StepsBudget):
-            window = self.compiled.rule.window
+            window = self.compiled.window_of(worker)
             return self.commits_of[worker] < math.ceil(self.budget.steps_per_worker / window)
         return True
 
@@ -215,7 +215,15 @@ class ServerBook:
             fresh=np.asarray(c.fresh, bool),
             client=None if self.n_clients is None else np.asarray(c.client, np.int64),
             n_clients=self.n_clients,
+            local_steps=self._local_steps(),
         )
+
+    def _local_steps(self) -> np.ndarray | None:
+        """Each commit's mini-batches where workers hold windows of their own (else None)."""
+        windows = self.compiled.windows
+        if windows is None:
+            return None
+        return np.asarray(windows, np.int64)[np.asarray(self._cols.worker, np.int64)]
 
     def result(self) -> EngineResult:
         """The run as the engine reports one (final evaluation of the last finite theta)."""
@@ -245,7 +253,12 @@ def server_book(job: RealJob) -> ServerBook:
     rule, problem = job.build()
     before = job.spec.pull_at is timing.PullAt.BEFORE_APPLY
     compiled = Compiled.of(
-        rule, problem, job.n_workers, population=job.population, pull_before_apply=before
+        rule,
+        problem,
+        job.n_workers,
+        population=job.population,
+        pull_before_apply=before,
+        windows=job.spec.windows,
     )
     population = job.spec.population
     n_clients = None if population is None else population.n_clients

@@ -71,7 +71,9 @@ def use_worker_environment(environ: dict[str, str]) -> None:
 
 def _serve(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) -> None:
     rule, problem = job.build()
-    compiled = Compiled.of(rule, problem, job.n_workers, population=job.population)
+    compiled = Compiled.of(
+        rule, problem, job.n_workers, population=job.population, windows=job.spec.windows
+    )
     n = job.n_workers
     rows = SharedArray.attach(rows_name, (n, compiled.layout.row_size))
     outbox = SharedArray.attach(outbox_name, (n, compiled.work_size))

@@ -237,21 +237,35 @@ def _local_steps(manifest: Mapping[str, Any]) -> int:
     return window if isinstance(window, int) and window >= 1 else 1
 
 
-def _add_tokens(metrics: pd.DataFrame, manifest: Mapping[str, Any]) -> pd.DataFrame:
+def _own_local_steps(run_dir: Path) -> pd.DataFrame | None:
+    """The ``worker`` and ``local_steps`` columns of the run's trace where its workers take
+    local steps of their own (the trace then has that column), else None."""
+    path = run_dir / "trace.parquet"
+    if not path.is_file() or "local_steps" not in pq.read_schema(path).names:
+        return None
+    return pd.read_parquet(path, engine="pyarrow", columns=["worker", "local_steps"])
+
+
+def _add_tokens(metrics: pd.DataFrame, manifest: Mapping[str, Any], run_dir: Path) -> pd.DataFrame:
     """A language model's runs: add ``tokens``, the characters the workers' gradients had
     processed by each commit, this one included (its local steps x batch x context each)."""
     config = manifest.get("config") or {}
     model = (config.get("problem") or {}).get("model") or {}
     if model.get("name") != "transformer" or "commit" not in metrics.columns:
         return metrics
-    per_commit = _local_steps(manifest) * config["problem"]["batch_size"] * model["context"]
-    return metrics.assign(tokens=(metrics["commit"].astype("int64") + 1) * per_commit)
+    per_step = config["problem"]["batch_size"] * model["context"]
+    commit = metrics["commit"].astype("int64")
+    own = _own_local_steps(run_dir)
+    if own is None:
+        return metrics.assign(tokens=(commit + 1) * _local_steps(manifest) * per_step)
+    steps = own["local_steps"].to_numpy().cumsum()
+    return metrics.assign(tokens=steps[commit.to_numpy()] * per_step)
 
 
 def _run_frame(
     path: Path, manifest: Mapping[str, Any], columns: Sequence[str] | None
 ) -> pd.DataFrame:
-    metrics = _add_tokens(_add_worker_steps(_read_metrics(path, columns)), manifest)
+    metrics = _add_tokens(_add_worker_steps(_read_metrics(path, columns)), manifest, path.parent)
     run = pd.DataFrame(_run_row(manifest), index=metrics.index)  # scalars broadcast
     frame = pd.concat([run, metrics], axis=1)
     frame.attrs = {"metric_columns": list(metrics.columns)}
@@ -330,19 +344,28 @@ def _per_worker(
     parts, columns = [], {}
     for run_dir, manifest in found:
         if (run_dir / name).is_file():
-            table = _with_step_time(pd.read_parquet(run_dir / name, engine="pyarrow"), manifest)
+            table = pd.read_parquet(run_dir / name, engine="pyarrow")
+            table = _with_step_time(table, manifest, run_dir)
             columns.update(dict.fromkeys(table.columns))
             run = pd.DataFrame(_run_row(manifest), index=table.index)
             parts.append(pd.concat([run, table], axis=1))
     return parts, list(columns)
 
 
-def _with_step_time(table: pd.DataFrame, manifest: Mapping[str, Any]) -> pd.DataFrame:
+def _with_step_time(
+    table: pd.DataFrame, manifest: Mapping[str, Any], run_dir: Path
+) -> pd.DataFrame:
     """``mean_step_time`` beside ``mean_compute_time``: per local step, the commit's time
-    over the rule's local steps (``optimizer.window``, 1 for a rule without)."""
+    over the rule's local steps (``optimizer.window``, 1 for a rule without), or over the
+    worker's own (the trace's ``local_steps``)."""
     if "mean_compute_time" not in table.columns:
         return table
-    return table.assign(mean_step_time=table["mean_compute_time"] / _local_steps(manifest))
+    own = _own_local_steps(run_dir) if "worker" in table.columns else None
+    if own is None:
+        return table.assign(mean_step_time=table["mean_compute_time"] / _local_steps(manifest))
+    windows = own.groupby("worker")["local_steps"].first()
+    steps = table["worker"].map(windows).astype("float64")
+    return table.assign(mean_step_time=table["mean_compute_time"] / steps)
 
 
 def _joined(parts: list[pd.DataFrame], columns: list[str], first: Sequence[str]) -> pd.DataFrame:

@@ -211,6 +211,9 @@ class ClusterSpec:
         service: time the server takes to apply one commit, or None for zero.
         discipline: order of service among waiting commits.
         window: mini-batches per commit (local steps of a rule with a window).
+        windows: None, or one window per worker (its own local steps per commit: a group's
+            window, or DyLU's from its speed); ``window`` is then unused. Persistent workers
+            only.
         protocol: the server protocol (`gemsim.timing.Async` by default).
         synchronous: shorthand for ``protocol=Sync()``; after construction it says whether
             the protocol is `Sync`.
@@ -240,6 +243,7 @@ class ClusterSpec:
     service: Distribution | None = None
     discipline: Discipline = Discipline.FIFO
     window: int = 1
+    windows: tuple[int, ...] | None = None
     protocol: ServerProtocol = Async()
     synchronous: bool = False
     shared_link: bool = False
@@ -281,6 +285,7 @@ class ClusterSpec:
                 f"ClusterSpec.discipline must be one of {allowed}, got {self.discipline!r}"
             ) from None
         _set(self, "window", _integer("ClusterSpec", "window", self.window, minimum=1))
+        self._check_windows()
         self._check_protocol()
         if not isinstance(self.shared_link, bool):
             raise ValueError(f"ClusterSpec.shared_link must be a bool, got {self.shared_link!r}")
@@ -294,6 +299,34 @@ class ClusterSpec:
         check_instance("ClusterSpec.stops", self.stops, STOP_TYPES, optional=True)
         check_options(self)
         self._check_size()
+
+    def _check_windows(self) -> None:
+        windows = self.windows
+        if windows is None:
+            return
+        if isinstance(windows, str | bytes) or not isinstance(windows, Sequence):
+            raise ValueError(f"ClusterSpec.windows must be a sequence of ints, got {windows!r}")
+        if len(windows) != self.n_workers:
+            raise ValueError(
+                f"ClusterSpec.windows: {len(windows)} windows for {self.n_workers} workers; "
+                f"allowed: one per worker"
+            )
+        checked = tuple(
+            _integer("ClusterSpec", f"windows[{w}]", v, minimum=1) for w, v in enumerate(windows)
+        )
+        _set(self, "windows", checked)
+        if self.population is not None:
+            raise ValueError(
+                "ClusterSpec.windows: a population's slots take the rule's window; allowed: None"
+            )
+
+    def window_of(self, worker: int) -> int:
+        """Mini-batches a commit of ``worker`` holds."""
+        return self.window if self.windows is None else self.windows[worker]
+
+    def commit_quotas(self, budget: StepsBudget) -> list[int]:
+        """Commits each worker makes under a steps budget: ``ceil(steps / its window)``."""
+        return [budget.commits_per_worker(self.window_of(w)) for w in range(self.n_workers)]
 
     def _check_population(self) -> None:
         """A population's slots: no more than its clients, no lives of their own, and only
@@ -363,9 +396,12 @@ class ClusterSpec:
         if isinstance(budget, CommitBudget):
             commits = float(budget.commits)
         elif isinstance(budget, StepsBudget):
-            commits = float(self.n_workers * budget.commits_per_worker(self.window))
+            commits = float(sum(self.commit_quotas(budget)))
         else:
-            rate = sum(w.speed / (self.window * w.compute.mean()) for w in self.workers)
+            rate = sum(
+                ws.speed / (self.window_of(w) * ws.compute.mean())
+                for w, ws in enumerate(self.workers)
+            )
             service = self.service.mean() if self.service is not None else 0.0
             if service > 0:
                 rate = min(rate, 1.0 / service)

@@ -134,15 +134,16 @@ class WorkerDraws(NamedTuple):
 def worker_draws(spec: ClusterSpec, seed: int, worker: int) -> WorkerDraws:
     """Build worker ``worker``'s streams; they depend on its own spec and seed only."""
     ws = spec.workers[worker]
-    if ws.speed != 1.0 or spec.window != 1:  # at speed 1, window 1: checked when it was built
-        check_compute(ws.compute, ws.speed, spec.window)
+    window = spec.window_of(worker)
+    if ws.speed != 1.0 or window != 1:  # at speed 1, window 1: checked when it was built
+        check_compute(ws.compute, ws.speed, window)
     # Over a shared link the transfer is the link's (`_link.py`), not part of the latency.
     transfer = 0.0 if spec.shared_link else spec.transfer_seconds
     return WorkerDraws(
         compute=draw_stream(
             ws.compute,
             (seed, WORKER_KEY, worker, COMPUTE),
-            group=spec.window,
+            group=window,
             divide=ws.speed,
         ),
         push=draw_stream(spec.push, (seed, WORKER_KEY, worker, PUSH), add=transfer),

@@ -120,12 +120,11 @@ class SimState:
         budget = spec.budget
         self.horizon = budget.seconds if isinstance(budget, SecondsBudget) else math.inf
         self.max_commits = budget.commits if isinstance(budget, CommitBudget) else _UNLIMITED
-        quota = budget.commits_per_worker(spec.window) if isinstance(budget, StepsBudget) else 0
         # Commits each worker may still start (StepsBudget: `limited`; other budgets leave
         # it unlimited and never count it down). Reserved when service begins, because a
         # commit in service always completes.
-        self.limited = quota > 0
-        self.quota = [quota or _UNLIMITED] * n
+        self.limited = isinstance(budget, StepsBudget)
+        self.quota = spec.commit_quotas(budget) if self.limited else [_UNLIMITED] * n
         self.version = 0  # commits so far
         self.server: Server  # set by the Server itself
         self.phase = [OFF] * n
@@ -347,7 +346,15 @@ class SimState:
             round_end=round_end,
             client=None if client is None else np.asarray(client, dtype=np.int64),
             n_clients=n_clients,
+            local_steps=self._local_steps(),
         )
+
+    def _local_steps(self) -> np.ndarray | None:
+        """Each commit's mini-batches where workers hold windows of their own (else None)."""
+        windows = self.spec.windows
+        if windows is None:
+            return None
+        return np.asarray(windows, dtype=np.int64)[np.asarray(self.workers, dtype=np.int64)]
 
 
 def _random_pick(waiting: list[int], uniform: Draw) -> Callable[[], int]:

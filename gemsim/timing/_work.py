@@ -133,10 +133,11 @@ def expected_work(spec: ClusterSpec) -> WorkEstimate:
         return _population_work(spec, latency, cache)
     paces: dict[tuple, WorkerPace] = {}
     workers: list[WorkerPace] = []
-    for ws in spec.workers:
-        key = (id(ws.compute), ws.speed, id(ws.churn), id(ws.slowdowns))
+    for w, ws in enumerate(spec.workers):
+        window = spec.window_of(w)
+        key = (id(ws.compute), ws.speed, id(ws.churn), id(ws.slowdowns), window)
         if key not in paces:  # workers of one group share their laws: estimate them once
-            paces[key] = _pace(ws, spec.window, latency, cache)
+            paces[key] = _pace(ws, window, latency, cache)
         workers.append(paces[key])
     stuck = next((w for w, pace in enumerate(workers) if pace.commits <= 0.0), None)
     rate = math.fsum(p.commits for p in workers)
@@ -152,10 +153,11 @@ def expected_work(spec: ClusterSpec) -> WorkEstimate:
         seconds = budget.commits / rate if rate > 0 else math.inf
         events = seconds * events_per_second if events_per_second > 0 else 0.0
         return WorkEstimate(events, seconds, float(budget.commits), stuck)
-    quota = budget.commits_per_worker(spec.window)  # a StepsBudget: every worker's commits
-    spans = [quota / p.commits if p.commits > 0 else math.inf for p in workers]
+    quotas = spec.commit_quotas(budget)  # a StepsBudget: each worker's commits
+    pairs = zip(quotas, workers, strict=True)
+    spans = [q / p.commits if p.commits > 0 else math.inf for q, p in pairs]
     events = math.fsum(s * p.events for s, p in zip(spans, workers, strict=True) if p.events)
-    return WorkEstimate(events, max(spans), float(quota * len(workers)), stuck)
+    return WorkEstimate(events, max(spans), float(sum(quotas)), stuck)
 
 
 def _population_work(
