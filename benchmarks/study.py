@@ -113,7 +113,7 @@ def child(args: list[str], report: Path) -> None:
 
         setattr(owner, name, probe)
 
-    timed(_trace_store.Traces, "trace_for", "timing")
+    timed(_trace_store.Traces, "timed_for", "timing")
     timed(gemsim.engine.Executor, "execute", "execute")
     timed(gemsim.engine.ManyRunsExecutor, "execute", "execute")
     timed(gemsim.results.RunResult, "write", "write")

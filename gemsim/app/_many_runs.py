@@ -27,6 +27,7 @@ class _Prepared:
     run: Any  # engine.RunInputs
     executor_key: tuple
     trace_note: Any = None
+    clients: Any = None  # a population's per-client report, with the trace
 
 
 # Compiled many-runs executors, one per signature and lifted fields (per process).
@@ -91,6 +92,7 @@ def execute_many(
             executor="ManyRunsExecutor",
             wall_seconds=wall / len(unit),
             trace_note=p.trace_note,
+            clients=p.clients,
         )
         together = {"runs": size, "index": i, "lifted": list(lifted), "wall_seconds": wall}
         records.append(record.placed({"many_runs": together}))
@@ -104,12 +106,13 @@ def _prepare(who: RunIdentity, hyper: Mapping[str, float], lifted: tuple[str, ..
 
     scenario = who.expanded.scenario
     rule, problem = config.build_rule(scenario), build_problem(scenario)
-    trace, note = traces.trace_for(who)
+    (trace, clients), note = traces.timed_for(who)
     plan = engine.plan_of(trace, window=rule.window, eval_every=scenario.eval.every)
     run = engine.RunInputs(plan, problem, problem.init_params, dict(hyper))
     signature, floats = config.many_runs_signature(scenario)
     constants = tuple((p, v) for p, v in sorted(floats.items()) if p not in lifted)
-    return _Prepared(who, trace, run, (signature, lifted, constants, trace.n_workers), note)
+    together = (signature, lifted, constants, trace.n_workers)
+    return _Prepared(who, trace, run, together, note, clients)
 
 
 def _execute(ready: list[_Prepared], lifted: tuple[str, ...], progress):

@@ -1,8 +1,9 @@
 """A population's run as `gemsim trace` reports it (no gradient): participation, selection
 fairness (the chi-square against each client's time up, so that uniform selection among the
-available clients is judged fairly) and staleness by client speed decile; and the per-client
-table (`clients.parquet`, `gemsim trace --out`), whose columns a run's worker summary also
-has.
+available clients is judged fairly) and staleness, tasks started and lost by client speed
+decile; the per-client table (`clients.parquet`, `gemsim trace --out`), whose columns a run's
+worker summary also has; and the tasks, one row each (`clients_tasks.parquet`, in a run's
+folder and beside `clients.parquet`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from gemsim import timing
 
 CLIENTS_FILE = "clients.parquet"
 """Per-client participation of a population's run: client, speed, started, completed, lost,
-up_seconds."""
+up_seconds (the per-client sums of its tasks, `clients_tasks.parquet`)."""
 
 
 def population_report(spec: timing.ClusterSpec, simulation: timing.Simulation, seed: int):
@@ -53,22 +54,52 @@ def client_columns(
     }
 
 
-def run_clients(scenario, trace) -> dict[str, Any] | None:
-    """`client_columns` of a simulated population's run, for its worker summary: the timing
-    model is run again (a few tenths of a second next to the gradients) for what the trace
-    does not hold, the tasks started and lost. None without a population, or where the
-    trace is not the timing model's (a replay of another trace)."""
-    if scenario.clients is None or trace.client is None:
+def run_clients(scenario, clients: timing.ClientReport | None, duration: float):
+    """`client_columns` of a population's run, for its worker summary, from the per-client
+    report its timing came with (the timing model's one run, kept beside the trace and in
+    the trace store; or a real run's server). None without a population, or without a
+    report (a replay of a trace: its tasks are not known)."""
+    if scenario.clients is None or clients is None:
         return None
-    from ._trace_store import TimingInputs
+    from gemsim import config
 
-    inputs = TimingInputs.of(scenario)
-    simulation = timing.simulate_run(
-        inputs.spec, seed=inputs.seed, schedule_seed=inputs.schedule_seed
-    )
-    if simulation.trace.sha256() != trace.sha256():
+    population = config.build_cluster(scenario).population
+    return client_columns(population, clients, scenario.seed, duration)
+
+
+def tasks_frame(tasks: timing.ClientTasks | None, trace) -> Any:
+    """`clients_tasks.parquet`: one row per task of a population's run, in the order they
+    started: ``task``, ``client``, ``slot``, ``start``, ``end`` (its commit's time in the
+    trace, the time its client went down, NaN in flight at the end), ``outcome``
+    (``committed``, ``lost``, ``in_flight``), ``commit`` (its row in the trace, else -1) and
+    ``staleness`` (the trace's, else -1). None without tasks."""
+    import numpy as np
+    import pandas as pd
+
+    if tasks is None:
         return None
-    return simulated_clients(inputs.spec, simulation, inputs.seed)
+    commit = np.asarray(tasks.commit, np.int64)
+    done = commit >= 0
+    end = np.array(tasks.end, np.float64)
+    # A real server's pool sees a commit a moment after the trace's clock reading of it.
+    end[done] = trace.time[commit[done]]
+    staleness = np.full(len(commit), -1, np.int64)
+    staleness[done] = trace.staleness[commit[done]]
+    outcome = pd.Categorical.from_codes(
+        np.asarray(tasks.outcome, np.int8), categories=list(timing.TASK_OUTCOMES)
+    )
+    return pd.DataFrame(
+        {
+            "task": np.arange(len(commit), dtype=np.int64),
+            "client": np.asarray(tasks.client, np.int64),
+            "slot": np.asarray(tasks.slot, np.int64),
+            "start": np.asarray(tasks.start, np.float64),
+            "end": end,
+            "outcome": outcome,
+            "commit": commit,
+            "staleness": staleness,
+        }
+    )
 
 
 def simulated_clients(spec: timing.ClusterSpec, simulation: timing.Simulation, seed: int):
@@ -78,9 +109,11 @@ def simulated_clients(spec: timing.ClusterSpec, simulation: timing.Simulation, s
 
 
 def write_clients(folder: Path, spec: timing.ClusterSpec, simulation: timing.Simulation, seed):
-    """Write the per-client table of a population's run into `folder`; the path, or None
-    without a population."""
+    """Write the per-client table of a population's run into `folder`, and its tasks beside
+    (`clients_tasks.parquet`); the table's path, or None without a population."""
     import pandas as pd
+
+    from gemsim.results import CLIENT_TASKS_FILE
 
     columns = simulated_clients(spec, simulation, seed)
     if columns is None:
@@ -89,6 +122,9 @@ def write_clients(folder: Path, spec: timing.ClusterSpec, simulation: timing.Sim
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / CLIENTS_FILE
     table.to_parquet(path, index=False)
+    tasks = tasks_frame(simulation.clients.tasks, simulation.trace)
+    if tasks is not None:
+        tasks.to_parquet(folder / CLIENT_TASKS_FILE, index=False)
     return path
 
 
@@ -101,7 +137,8 @@ def population_lines(population: dict[str, Any] | None) -> list[str]:
         f"  clients             {population['clients']:,} (concurrency "
         f"{population['concurrency']:,}, selection {population['selection']})",
         f"  tasks               {part['tasks_started']:,} started, {part['tasks_completed']:,} "
-        f"completed, {part['tasks_lost']:,} lost, {part['tasks_in_flight']:,} in flight at the end",
+        f"completed, {part['tasks_lost']:,} lost{_share(part['loss_rate'])}, "
+        f"{part['tasks_in_flight']:,} in flight at the end",
         f"  clients chosen      {part['clients_chosen']:,} of {part['clients']:,} "
         f"({part['clients_committed']:,} committed at least once)",
     ]
@@ -120,12 +157,20 @@ def population_lines(population: dict[str, Any] | None) -> list[str]:
                 chi += f" (p = {fair['p_value']:.3g}{how})"
         lines.append(f"  selection fairness  CV {fair['cv']:.4g}, Jain {fair['jain']:.4g}{chi}")
     lines.append("  by client speed decile (0: slowest)")
-    lines.append("    decile  speed from      to  clients  commits  mean staleness")
-    for row in population["staleness_by_speed_decile"]:
+    deciles = population["staleness_by_speed_decile"]
+    tasks = bool(deciles) and "lost" in deciles[0]
+    head = "  started     lost" if tasks else ""
+    lines.append(f"    decile  speed from      to  clients  commits  mean staleness{head}")
+    for row in deciles:
         mean = row["staleness_mean"]
+        counts = f"  {row['started']:>7,}  {row['lost']:>7,}" if tasks else ""
         lines.append(
             f"    {row['decile']:>6}  {row['speed_low']:>10.4g}  {row['speed_high']:>6.4g}"
             f"  {row['clients']:>7,}  {row['commits']:>7,}  "
-            f"{'-' if mean is None else format(mean, '.4g'):>14}"
+            f"{'-' if mean is None else format(mean, '.4g'):>14}{counts}"
         )
     return lines
+
+
+def _share(rate: float | None) -> str:
+    return "" if rate is None else f" ({100 * rate:.3g} %)"

@@ -19,7 +19,7 @@ from gemsim.trace import CommitTrace
 from gemsim.types import PyTree, Status
 
 from ._identity import RunKind, run_id_of, run_identity
-from ._population_report import run_clients
+from ._population_report import run_clients, tasks_frame
 from ._provenance import provenance, utc_now
 
 EVAL_COLUMNS = ("train_loss", "test_loss", "test_accuracy")
@@ -280,15 +280,15 @@ def run_result(
     worker_events: tuple[dict[str, Any], ...] = (),
     wall_seconds: float | None = None,
     trace_note: Mapping[str, Any] | None = None,
-    clients: Mapping[str, Any] | None = None,
+    clients: timing.ClientReport | None = None,
 ) -> RunResult:
     """The record of a finished run from the engine's output `out` (its wall time measured
     from `started`, a `time.perf_counter()` value, unless `wall_seconds` gives it). A
-    population's per-client columns come from `clients` (a real run's), else from the timing
-    model (`run_clients`)."""
+    population's per-client columns and its tasks come from `clients`, the report of the
+    run that made the trace (the timing model's, kept with the trace; a real run's server's):
+    none for a replay."""
     params = flat_params(out.params)
-    if clients is None:
-        clients = run_clients(who.expanded.scenario, trace)
+    columns = run_clients(who.expanded.scenario, clients, trace.duration)
     wall = time.perf_counter() - started if wall_seconds is None else wall_seconds
     manifest = run_manifest(
         who,
@@ -308,7 +308,8 @@ def run_result(
         metrics_frame(trace, out),
         params,
         worker_evals=worker_evals_frame(trace, out),
-        worker_summary=worker_summary_frame(trace, out, clients),
+        worker_summary=worker_summary_frame(trace, out, columns),
+        tasks=tasks_frame(None if clients is None else clients.tasks, trace),
     )
 
 

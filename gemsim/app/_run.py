@@ -17,7 +17,6 @@ from gemsim.trace import CommitTrace
 from gemsim.types import BACKENDS, Progress
 
 from ._identity import RunKind
-from ._population_report import client_columns
 from ._provenance import api_call, utc_now
 from ._record import RunIdentity, expanded_of, run_result
 from ._stages import EXECUTORS, build_problem, check_problem, real_job, require
@@ -72,9 +71,9 @@ def run_simulated(
     scenario = who.expanded.scenario
     started, started_at = time.perf_counter(), utc_now()
     rule, problem = config.build_rule(scenario), build_problem(scenario)
-    note = None
+    note, clients = None, None
     if trace is None:
-        trace, note = (traces or Traces()).trace_for(who)
+        (trace, clients), note = (traces or Traces()).timed_for(who)
     plan = engine.plan_of(trace, window=rule.window, eval_every=scenario.eval.every)
     executor = EXECUTORS.get(scenario, rule, problem, trace.n_workers)
     out = executor.execute(plan, problem=problem, params=problem.init_params, progress=progress)
@@ -86,6 +85,7 @@ def run_simulated(
         started_at=started_at,
         executor=type(executor).__name__,
         trace_note=note,
+        clients=clients,
     )
 
 
@@ -98,7 +98,6 @@ def _run_real(expanded: ExpandedRun, kind: RunKind, progress, address) -> RunRes
     done = real.run_backend(kind.value, real_job(scenario), progress=progress, address=address)
     events = tuple(dataclasses.asdict(e) for e in done.events)
     who = RunIdentity.of(expanded, kind)
-    clients = real_clients(scenario, done)
     return run_result(
         who,
         done.trace,
@@ -106,18 +105,8 @@ def _run_real(expanded: ExpandedRun, kind: RunKind, progress, address) -> RunRes
         started=started,
         started_at=started_at,
         worker_events=events,
-        clients=clients,
+        clients=done.clients,  # the server's: its tasks and their per-client sums
     )
-
-
-def real_clients(scenario: Scenario, done) -> dict | None:
-    """The per-client columns of a real population's run, for its worker summary (as a
-    simulated run's): the speeds and counts the server kept, and each client's time up
-    within the run's duration; None for persistent workers."""
-    if done.clients is None:
-        return None
-    population = config.build_cluster(scenario).population
-    return client_columns(population, done.clients, scenario.seed, done.trace.duration)
 
 
 def preflight(

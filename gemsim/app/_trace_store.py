@@ -12,8 +12,14 @@ simulated again, never used. A process simulates a key while holding a lock on i
 cannot be written (a full disk, a read-only folder) only costs time: the run uses the trace
 it simulated, and the store keeps what it had. Deleting the folder costs nothing but time.
 
+A population's trace comes with its tasks (`timing.ClientTasks`: one per task, lost ones
+included, which the trace does not hold), from the same run of the timing model: they are
+stored beside it as `<key>-<sha256>.tasks.parquet`, checked as a trace is, and against the
+trace they are read with (each committed task is its row). A population's trace stored
+without them (by an older gemsim, or a write that failed) is simulated again for them.
+
 Nothing here changes a result: a trace read back equals the one simulated, bit for bit (the
-parquet columns are the trace's own numpy columns).
+parquet columns are the trace's own numpy columns), and so do its tasks.
 """
 
 from __future__ import annotations
@@ -29,12 +35,13 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gemsim._atomic import fsync_dir
 from gemsim.trace import CommitTrace
 
 from ._lru import Lru
+from ._stored_tasks import TASKS_SUFFIX, read_tasks, task_parts, write_tasks
 from ._timing_key import timing_key
 
 STORE_FOLDER = ".traces"
@@ -51,6 +58,18 @@ SIMULATED = "simulated"
 READ = "read from the store"
 FROM_STORE = "reused from the store"
 WITHIN_SWEEP = "reused within the sweep"
+
+
+class Timed(NamedTuple):
+    """What the timing model's one run gives a run's record: the trace and, for a
+    population, its per-client report (`timing.ClientReport`, its tasks with it)."""
+
+    trace: CommitTrace
+    clients: Any = None  # timing.ClientReport | None
+
+    @property
+    def tasks(self) -> Any:  # timing.ClientTasks | None
+        return None if self.clients is None else self.clients.tasks
 
 
 @dataclass(frozen=True)
@@ -75,10 +94,32 @@ class TimingInputs:
 
         return TimingInputs(config.build_cluster(scenario), scenario.seed)
 
+    @property
+    def population(self) -> bool:
+        """Whether the run is a population's (its trace comes with tasks)."""
+        return self.spec.population is not None
+
     def simulate(self) -> CommitTrace:
         from gemsim import timing
 
         return timing.simulate(self.spec, seed=self.seed, schedule_seed=self.schedule_seed)
+
+    def simulate_timed(self) -> Timed:
+        """The trace and, for a population, its per-client report, from one simulation."""
+        from gemsim import timing
+
+        run = timing.simulate_run(self.spec, seed=self.seed, schedule_seed=self.schedule_seed)
+        return Timed(run.trace, run.clients)
+
+    def timed(self, trace: CommitTrace, tasks: Any) -> Timed:
+        """A stored trace and its stored tasks as the simulation gave them (the speeds, not
+        stored, drawn again: `timing.client_speeds`)."""
+        from gemsim import timing
+
+        if tasks is None:
+            return Timed(trace)
+        speeds = timing.client_speeds(self.spec.population, self.seed)
+        return Timed(trace, timing.client_report(speeds, tasks))
 
 
 def _write_trace(trace: CommitTrace, path: Path) -> None:
@@ -114,12 +155,20 @@ class TraceStore:
             self.root / f"{k}-{digest}.parquet" for k, digest in self._stored() if k == key
         )
 
-    def _stored(self) -> list[tuple[str, str]]:
+    def task_files(self, key: str) -> list[Path]:
+        """The stored tasks files of `key` (a population's trace's)."""
+        return sorted(
+            self.root / f"{k}-{digest}{TASKS_SUFFIX}"
+            for k, digest in self._stored(task_parts)
+            if k == key
+        )
+
+    def _stored(self, parts=None) -> list[tuple[str, str]]:
         try:
             names = os.listdir(self.root)
         except OSError:
             return []
-        return [parts for parts in map(_parts, names) if parts is not None]
+        return [found for found in map(parts or _parts, names) if found is not None]
 
     def read(self, key: str) -> tuple[CommitTrace | None, bool]:
         """The stored trace of `key` if one passes its sha256 check, and whether a corrupt
@@ -140,14 +189,44 @@ class TraceStore:
                 path.unlink()
         return None, corrupt
 
-    def write(self, key: str, trace: CommitTrace) -> Path:
-        """Store `trace` under `key`, atomically; raises OSError (nothing is left behind)."""
+    def read_tasks(self, key: str, trace: CommitTrace) -> tuple[Any, bool]:
+        """The stored tasks of `key` (`timing.ClientTasks`) if a file passes its sha256 check
+        and matches `trace`, and whether a bad copy was found (and deleted)."""
+        corrupt = False
+        for path in self.task_files(key):
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if hashlib.sha256(data).hexdigest() == task_parts(path.name)[1]:
+                try:
+                    return read_tasks(data, trace), corrupt
+                except (ValueError, OSError, KeyError):
+                    pass
+            corrupt = True
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return None, corrupt
+
+    def write(self, key: str, trace: CommitTrace, tasks: Any = None) -> Path:
+        """Store `trace` under `key`, and a population's `tasks` beside it, atomically;
+        raises OSError (nothing is left behind)."""
+        final = self._write(key, lambda path: _write_trace(trace, path), ".parquet")
+        if tasks is not None:
+            self.write_tasks(key, tasks)
+        return final
+
+    def write_tasks(self, key: str, tasks: Any) -> Path:
+        """Store a population's tasks under `key`, atomically; raises OSError."""
+        return self._write(key, lambda path: write_tasks(tasks, path), TASKS_SUFFIX)
+
+    def _write(self, key: str, write, suffix: str) -> Path:
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = self.root / f".{key}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
-            _write_trace(trace, tmp)
+            write(tmp)
             data = tmp.read_bytes()
-            final = self.root / f"{key}-{hashlib.sha256(data).hexdigest()}.parquet"
+            final = self.root / f"{key}-{hashlib.sha256(data).hexdigest()}{suffix}"
             os.replace(tmp, final)
         finally:
             tmp.unlink(missing_ok=True)
@@ -190,32 +269,48 @@ class TraceStore:
     def trace_of(self, inputs: TimingInputs) -> tuple[CommitTrace, dict[str, Any]]:
         """The trace of `inputs`, read from the store or simulated (and stored), and a note
         for the run's provenance (`provenance.trace_store`)."""
+        timed, note = self.timed_of(inputs)
+        return timed.trace, note
+
+    def timed_of(self, inputs: TimingInputs) -> tuple[Timed, dict[str, Any]]:
+        """`trace_of`, with a population's per-client report and tasks: read from the store
+        with the trace, or simulated (and stored) with it."""
         note: dict[str, Any] = {"key": inputs.key, "store": str(self.root)}
-        with self.locked(inputs.key):
-            trace, corrupt = self.read(inputs.key)
-            if corrupt:
+        key = inputs.key
+        with self.locked(key):
+            trace, corrupt = self.read(key)
+            tasks, bad = (None, False)
+            if trace is not None and inputs.population:
+                tasks, bad = self.read_tasks(key, trace)
+            if corrupt or bad:
                 note["corrupt_copy"] = "deleted: it failed its sha256 check"
-            if trace is not None:
-                return trace, {"trace": READ, **note}
-            trace = inputs.simulate()
+            if trace is not None and (tasks is not None or not inputs.population):
+                return inputs.timed(trace, tasks), {"trace": READ, **note}
+            timed = inputs.simulate_timed()
             try:
-                self.write(inputs.key, trace)
+                if trace is None:
+                    self.write(key, timed.trace, timed.tasks)
+                else:  # the trace is there without its tasks
+                    self.write_tasks(key, timed.tasks)
             except OSError as exc:
                 note["not_stored"] = f"{type(exc).__name__}: {exc}"
-        return trace, {"trace": SIMULATED, **note}
+        return timed, {"trace": SIMULATED, **note}
 
     def ensure(self, inputs: TimingInputs) -> str:
-        """Simulate and store the trace of `inputs` unless a file is there already (what a
-        timing process does ahead of execution): SIMULATED, or READ when it was there."""
-        with self.locked(inputs.key):
-            if self.files(inputs.key):
+        """Simulate and store the trace of `inputs` (and a population's tasks) unless they
+        are there already (what a timing process does ahead of execution): SIMULATED, or
+        READ when they were there."""
+        key = inputs.key
+        with self.locked(key):
+            if self.files(key) and (not inputs.population or self.task_files(key)):
                 return READ
-            self.write(inputs.key, inputs.simulate())
+            timed = inputs.simulate_timed()
+            self.write(key, timed.trace, timed.tasks)
         return SIMULATED
 
 
 def _parts(name: str) -> tuple[str, str] | None:
-    """`(key, sha256)` of a stored file's name, None for any other name."""
+    """`(key, sha256)` of a stored trace's file name, None for any other name."""
     stem, dot, suffix = name.rpartition(".")
     key, dash, digest = stem.partition("-")
     if suffix != "parquet" or not dash or len(key) != 64 or len(digest) != 64:
@@ -248,17 +343,23 @@ class Traces:
     def trace_for(self, who) -> tuple[CommitTrace, dict[str, Any]]:
         """The trace of a run (a `RunIdentity`) and its provenance note (a trace kept from
         another run of the unit is noted as read: `TraceNotes` settles it)."""
+        timed, note = self.timed_for(who)
+        return timed.trace, note
+
+    def timed_for(self, who) -> tuple[Timed, dict[str, Any]]:
+        """`trace_for`, with a population's per-client report and tasks (`Timed`)."""
         inputs = self.timing.get(who.identity) or TimingInputs.of(who.expanded.scenario)
         fetched = []
-        trace, note = self._kept.get(inputs.key, lambda: fetched.append(1) or self._fetch(inputs))
+        timed, note = self._kept.get(inputs.key, lambda: fetched.append(1) or self._fetch(inputs))
         if not fetched:
             note = {"trace": READ, "key": note["key"], "store": note["store"]}
-        return trace, note
+        return timed, note
 
-    def _fetch(self, inputs: TimingInputs) -> tuple[CommitTrace, dict[str, Any]]:
+    def _fetch(self, inputs: TimingInputs) -> tuple[Timed, dict[str, Any]]:
         if self.store is None:
-            return inputs.simulate(), {"trace": SIMULATED, "key": inputs.key, "store": None}
-        return self.store.trace_of(inputs)
+            note = {"trace": SIMULATED, "key": inputs.key, "store": None}
+            return inputs.simulate_timed(), note
+        return self.store.timed_of(inputs)
 
 
 class TraceNotes:

@@ -10,7 +10,9 @@ times at which it asks differ.
 
 A task whose client goes down before the server takes its work is lost (the timing model's
 rule: a gradient in service is committed). Unlike the simulation, the slot only learns it when
-the work arrives: a process computing is not interrupted.
+the work arrives: a process computing is not interrupted. The pool keeps each task
+(`timing.TaskLog`): its start, its end (a committed one in commit order, the trace's rows; a
+lost one when its client went down, or when its slot's process was lost) and its outcome.
 
 Waiting follows the timing model (`gemsim.timing._population_run`): a free slot that finds no
 client waits, and the waiting slots try again, in the order they began waiting, at the
@@ -47,6 +49,9 @@ class ClientPool:
         self.started = np.zeros(n, np.int64)
         self.completed = np.zeros(n, np.int64)
         self.lost = np.zeros(n, np.int64)
+        self.tasks = timing.TaskLog()
+        self.task_of = [-1] * n_slots  # the slot's task in flight (its entry in `tasks`)
+        self.commits = 0  # tasks committed so far: the next one's row in the trace
         self.waiting: deque[int] = deque()  # slots with no client, in the order they waited
         self.wake_at = math.inf  # when the waiting slots try again
         self._now = 0.0
@@ -70,6 +75,7 @@ class ClientPool:
         self.busy[c] = 1
         self.client_of[slot] = c
         self.started[c] += 1
+        self.task_of[slot] = self.tasks.start(c, slot, self._now)
         return c
 
     def lost_by(self, slot: int, now: float) -> bool:
@@ -82,12 +88,16 @@ class ClientPool:
         (it was busy when the wake-up was set)."""
         now = self._time(now)
         c = self.client_of[slot]
-        self.client_of[slot], self.down_at[slot] = -1, math.inf
-        self.busy[c] = 0
+        task = self.task_of[slot]
         if committed:
             self.completed[c] += 1
+            self.tasks.end(task, now, timing.TASK_COMMITTED, self.commits)
+            self.commits += 1
         else:
             self.lost[c] += 1
+            self.tasks.end(task, min(now, self.down_at[slot]), timing.TASK_LOST)
+        self.client_of[slot], self.down_at[slot] = -1, math.inf
+        self.busy[c] = 0
         if self.waiting and self.calendar.next_down(c, now) < 0.0:
             self.wake_at = min(self.wake_at, self.calendar.up_time(c, now))
         return c
@@ -124,7 +134,12 @@ class ClientPool:
         return out
 
     def report(self) -> timing.ClientReport:
-        """Per-client speed and tasks started, completed and lost (as the timing model's)."""
+        """Per-client speed and tasks started, completed and lost, and the tasks (as the
+        timing model's)."""
         return timing.ClientReport(
-            speed=self.speeds, started=self.started, completed=self.completed, lost=self.lost
+            speed=self.speeds,
+            started=self.started,
+            completed=self.completed,
+            lost=self.lost,
+            tasks=self.tasks.columns(),
         )

@@ -12,6 +12,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         "gemsim._atomic": ["atomic_write_bytes", "atomic_write_text"],
         "._files": [
+            "CLIENT_TASKS_FILE",
             "MANIFEST_FILE",
             "METRICS_FILE",
             "OPTIONAL_FILES",
@@ -59,6 +60,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "plot_staleness_hist",
         ],
         "._worker_plots": ["plot_class_accuracy", "plot_participation", "plot_worker_accuracy"],
+        "._tasks": ["TASK_COLUMNS", "load_tasks"],
+        "._client_timeline": ["plot_client_timeline"],
         "._run_folder": [
             "RunResult",
             "is_finished",

@@ -16,6 +16,9 @@ worker); only in the folders of runs whose workers have data of their own."""
 WORKER_SUMMARY_FILE = "worker_summary.parquet"
 """One row per worker: its share of the commits and accepted commits, mean compute time, and
 what it holds (shard size; the heterogeneous quadratic's optimum)."""
-OPTIONAL_FILES = (WORKER_EVALS_FILE, WORKER_SUMMARY_FILE)
+CLIENT_TASKS_FILE = "clients_tasks.parquet"
+"""A population's tasks, one row per task: client, slot, start, end, outcome (committed, lost,
+in flight at the end), commit and staleness; only in the folders of population runs."""
+OPTIONAL_FILES = (WORKER_EVALS_FILE, WORKER_SUMMARY_FILE, CLIENT_TASKS_FILE)
 """Files a finished run's folder may hold (written since gemsim 0.3; `RUN_FILES` alone tell
 whether a run finished)."""

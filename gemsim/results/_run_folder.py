@@ -10,6 +10,7 @@ Layout of ``OUT/<run_id>/``::
     worker_summary.parquet  one row per worker: its commits, what it holds (optional)
     workers.parquet  the central variable on each worker's own data at each evaluation,
                      where workers have data of their own (optional)
+    clients_tasks.parquet  a population's tasks, one row each (optional)
 
 A folder under its final name is always complete: ``write_run`` builds it
 under a hidden temporary name and renames it into place, so a run killed
@@ -34,6 +35,7 @@ import pandas as pd
 
 from gemsim._atomic import atomic_write_bytes, atomic_write_text, fsync_dir
 from gemsim.results._files import (
+    CLIENT_TASKS_FILE,
     METRICS_FILE,
     PARAMS_FILE,
     RUN_FILES,
@@ -115,6 +117,8 @@ class RunResult:
         worker_summary: one row per worker (``worker_summary.parquet``: ``worker, commits,
             commit_share, accepted, accepted_share, mean_compute_time``, and ``shard_size``,
             ``optimum_<i>`` where the workers hold them); None for a failed run.
+        tasks: a population's tasks, one row each (``clients_tasks.parquet``: ``task, client,
+            slot, start, end, outcome, commit, staleness``); None for other runs.
     """
 
     manifest: Manifest
@@ -123,6 +127,7 @@ class RunResult:
     params: dict[str, np.ndarray]
     worker_evals: Any = None  # pandas.DataFrame | None
     worker_summary: Any = None  # pandas.DataFrame | None
+    tasks: Any = None  # pandas.DataFrame | None
 
     @property
     def run_id(self) -> str:
@@ -162,6 +167,7 @@ class RunResult:
             self.params,
             worker_evals=self.worker_evals,
             worker_summary=self.worker_summary,
+            tasks=self.tasks,
         )
 
 
@@ -319,6 +325,7 @@ def write_run(
     *,
     worker_evals: pd.DataFrame | None = None,
     worker_summary: pd.DataFrame | None = None,
+    tasks: pd.DataFrame | None = None,
 ) -> Path:
     """Write ``out_dir/<run_id>/`` atomically and return its path.
 
@@ -339,6 +346,7 @@ def write_run(
         params: final parameters, leaf path -> numeric array.
         worker_evals: per-worker evaluations (``workers.parquet``), or None (not written).
         worker_summary: the per-worker table (``worker_summary.parquet``), or None.
+        tasks: a population's tasks (``clients_tasks.parquet``), or None.
 
     Raises:
         ValueError: a missing or bad manifest key, or a params hash mismatch.
@@ -363,6 +371,7 @@ def write_run(
         for name, frame in (
             (WORKER_EVALS_FILE, worker_evals),
             (WORKER_SUMMARY_FILE, worker_summary),
+            (CLIENT_TASKS_FILE, tasks),
         ):
             if frame is not None:
                 _write_frame(tmp / name, frame)
@@ -382,7 +391,7 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunResult:
         name: pd.read_parquet(run_dir / name, engine="pyarrow")
         if (run_dir / name).is_file()
         else None
-        for name in (WORKER_EVALS_FILE, WORKER_SUMMARY_FILE)
+        for name in (WORKER_EVALS_FILE, WORKER_SUMMARY_FILE, CLIENT_TASKS_FILE)
     }
     return RunResult(
         manifest=Manifest.from_dict(read_manifest(run_dir)),
@@ -391,4 +400,5 @@ def read_run(run_dir: str | os.PathLike[str]) -> RunResult:
         params=read_params(run_dir / PARAMS_FILE),
         worker_evals=optional[WORKER_EVALS_FILE],
         worker_summary=optional[WORKER_SUMMARY_FILE],
+        tasks=optional[CLIENT_TASKS_FILE],
     )

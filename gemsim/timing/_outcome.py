@@ -38,6 +38,35 @@ class WorkerReport(NamedTuple):
     downs: tuple[tuple[tuple[float, float], ...], ...]
 
 
+TASK_IN_FLIGHT, TASK_COMMITTED, TASK_LOST = 0, 1, 2
+"""A task's outcome (`ClientTasks.outcome`): still in flight at the run's end, committed, or
+lost (its client went down before its work was in service)."""
+TASK_OUTCOMES = ("in_flight", "committed", "lost")
+"""The outcomes' names, by code."""
+
+
+class ClientTasks(NamedTuple):
+    """A population's tasks, one entry per task in the order they started (equal-length
+    arrays); the trace holds the committed ones only.
+
+    Attributes:
+        client: int64, the task's client.
+        slot: int64, the slot that ran it.
+        start: float64, when the slot took the client (its pull begins then).
+        end: float64, when it ended: its commit's time, or when its client went down (lost);
+            NaN for a task still in flight at the run's end.
+        outcome: int8, `TASK_COMMITTED`, `TASK_LOST` or `TASK_IN_FLIGHT`.
+        commit: int64, the row of its commit in the trace; -1 for a task not committed.
+    """
+
+    client: np.ndarray
+    slot: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    outcome: np.ndarray
+    commit: np.ndarray
+
+
 class ClientReport(NamedTuple):
     """Per-client figures of a population's run, each an array indexed by client id.
 
@@ -46,6 +75,8 @@ class ClientReport(NamedTuple):
         started: int64, tasks the client was chosen for (within the budget's span).
         completed: int64, its tasks committed (its rows in the trace's ``client`` column).
         lost: int64, its tasks lost because it went down before they were in service.
+        tasks: the tasks themselves (`ClientTasks`), whose per-client sums the counts are;
+            None where only the counts are known.
 
     A task still in flight when the run ends is started but neither completed nor lost.
     """
@@ -54,6 +85,7 @@ class ClientReport(NamedTuple):
     started: np.ndarray
     completed: np.ndarray
     lost: np.ndarray
+    tasks: ClientTasks | None = None
 
 
 class Simulation(NamedTuple):

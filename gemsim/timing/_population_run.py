@@ -39,14 +39,11 @@ from simpy.events import NORMAL
 
 from ._calendar import Calendar, client_speeds
 from ._draws import check_compute
-from ._outcome import ClientReport
+from ._outcome import TASK_COMMITTED, TASK_IN_FLIGHT, TASK_LOST, ClientReport, ClientTasks
 from ._population import Population
+from ._population_stats import client_report
 from ._selection import Selector
 from ._state import CYCLE, OFF, QUEUED, WAITING, SimState, Timer, schedule_at
-
-
-def _counts(n: int) -> array:
-    return array("q", bytes(8 * n))
 
 
 class PopulationRun:
@@ -59,7 +56,7 @@ class PopulationRun:
         n, k = population.n_clients, state.spec.n_workers
         self.speeds = client_speeds(population, seed)
         self.speed = None
-        if population.speed is not None:
+        if population.draws_speeds:
             self.speed = memoryview(self.speeds)  # indexing gives Python floats, fast
             slowest = float(self.speeds.min())  # the longest tasks must still fit the clock
             for law, speed in dict.fromkeys((ws.compute, ws.speed) for ws in state.spec.workers):
@@ -67,7 +64,8 @@ class PopulationRun:
         self.calendar = Calendar(population, schedule)
         self.busy = bytearray(n)
         self.selector = Selector(population, self.calendar, self.busy, seed)
-        self.started, self.completed, self.lost = _counts(n), _counts(n), _counts(n)
+        self.tasks = TaskLog()
+        self.task_of = [-1] * k  # the slot's task in flight (its entry in `tasks`)
         self.client_of = [-1] * k
         self.down_at = [math.inf] * k  # when the client of the slot's task next goes down
         self.queued_down: list[Timer | None] = [None] * k
@@ -106,7 +104,7 @@ class PopulationRun:
         """Slot ``w`` takes the client of ``pick`` for a task."""
         c, self.down_at[w] = pick
         self.busy[c] = 1
-        self.started[c] += 1
+        self.task_of[w] = self.tasks.start(c, w, self.state.env._now)
         self.client_of[w] = c
         self.arm(w, pull)
 
@@ -179,7 +177,7 @@ class PopulationRun:
         if now <= state.horizon:
             state.lost[w] += 1
             state.lost_compute[w] += state.compute_done(w, now)
-            self.lost[c] += 1
+            self.tasks.end(self.task_of[w], now, TASK_LOST)
         state.waits[w] = None
         state.phase[w] = OFF
         self._release(c, now)
@@ -189,11 +187,12 @@ class PopulationRun:
     def committed(self, w: int, k: int, live: bool) -> None:
         """The server committed slot ``w``'s gradient as version ``k``: the slot chooses its
         next client now, which pulls version ``k`` (a slot is always live)."""
-        del k, live
+        del live
         c = self.client_of[w]
         self.clients.append(c)
-        self.completed[c] += 1
-        self._release(c, self.state.env._now)
+        now = self.state.env._now
+        self.tasks.end(self.task_of[w], now, TASK_COMMITTED, k - 1)
+        self._release(c, now)
         self._assign(w, True)
 
     def _release(self, c: int, now: float) -> None:
@@ -247,14 +246,47 @@ class PopulationRun:
                 state.end_wait(w, until=end)
 
     def report(self) -> ClientReport:
-        """Per-client speed and tasks started, completed and lost."""
+        """Per-client speed and tasks started, completed and lost: the per-client sums of
+        the run's tasks, which come with them."""
+        return client_report(self.speeds, self.tasks.columns())
 
-        def counts(values: array) -> np.ndarray:
-            return np.frombuffer(values, dtype=np.int64)  # the run is over: no copy
 
-        return ClientReport(
-            speed=self.speeds,
-            started=counts(self.started),
-            completed=counts(self.completed),
-            lost=counts(self.lost),
+class TaskLog:
+    """A population's tasks as they start and end, in columns (`ClientTasks`); a task not
+    ended is in flight (the timing model's run keeps one, and so does a real run's server)."""
+
+    def __init__(self) -> None:
+        self.client, self.slot, self.commit = array("q"), array("q"), array("q")
+        self.start_time, self.end_time = array("d"), array("d")
+        self.outcome = array("b")
+
+    def start(self, client: int, slot: int, now: float) -> int:
+        """A task of ``client`` on ``slot`` starts at ``now``; returns its index."""
+        self.client.append(client)
+        self.slot.append(slot)
+        self.start_time.append(now)
+        self.end_time.append(math.nan)
+        self.outcome.append(TASK_IN_FLIGHT)
+        self.commit.append(-1)
+        return len(self.outcome) - 1
+
+    def end(self, i: int, now: float, outcome: int, commit: int = -1) -> None:
+        """Task ``i`` ends at ``now``: committed (as trace row ``commit``) or lost."""
+        self.end_time[i] = now
+        self.outcome[i] = outcome
+        self.commit[i] = commit
+
+    def columns(self) -> ClientTasks:
+        """The tasks so far as numpy arrays (copies: the log may go on)."""
+
+        def column(values: array, dtype) -> np.ndarray:
+            return np.frombuffer(values, dtype=dtype).copy()
+
+        return ClientTasks(
+            client=column(self.client, np.int64),
+            slot=column(self.slot, np.int64),
+            start=column(self.start_time, np.float64),
+            end=column(self.end_time, np.float64),
+            outcome=column(self.outcome, np.int8),
+            commit=column(self.commit, np.int64),
         )

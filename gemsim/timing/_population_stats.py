@@ -30,8 +30,27 @@ import numpy as np
 
 from gemsim.trace import CommitTrace
 
-from ._outcome import ClientReport
+from ._outcome import TASK_COMMITTED, TASK_LOST, ClientReport, ClientTasks
 from ._population import Population, Selection
+
+
+def client_report(speeds: np.ndarray, tasks: ClientTasks) -> ClientReport:
+    """The per-client report of a population's tasks: each client's speed factor (one per
+    client, `client_speeds`) and its tasks started, completed and lost, the per-client sums
+    of ``tasks`` (which come with them)."""
+    n = len(speeds)
+
+    def per_client(mask: np.ndarray | None = None) -> np.ndarray:
+        clients = tasks.client if mask is None else tasks.client[mask]
+        return np.bincount(clients, minlength=n).astype(np.int64, copy=False)
+
+    return ClientReport(
+        speed=speeds,
+        started=per_client(),
+        completed=per_client(tasks.outcome == TASK_COMMITTED),
+        lost=per_client(tasks.outcome == TASK_LOST),
+        tasks=tasks,
+    )
 
 
 def participation(clients: ClientReport) -> dict[str, Any]:
@@ -147,9 +166,13 @@ def selection_fairness(
     return out
 
 
-def staleness_by_speed_decile(trace: CommitTrace, speeds: np.ndarray) -> list[dict[str, Any]]:
+def staleness_by_speed_decile(
+    trace: CommitTrace, speeds: np.ndarray, clients: ClientReport | None = None
+) -> list[dict[str, Any]]:
     """Commits and mean staleness of the clients in each tenth of the population's speed
-    factors (decile 0: the slowest clients). ``speeds``: one per client (`ClientReport`)."""
+    factors (decile 0: the slowest clients). ``speeds``: one per client (`ClientReport`).
+    With ``clients`` (the run's `ClientReport`), each decile's tasks ``started`` and ``lost``
+    too (a slow client's task is exposed to its going down for longer)."""
     if trace.client is None:
         raise ValueError("staleness_by_speed_decile needs a population's trace (a client column)")
     speeds = np.asarray(speeds, dtype=np.float64)
@@ -159,7 +182,7 @@ def staleness_by_speed_decile(trace: CommitTrace, speeds: np.ndarray) -> list[di
     commits = np.bincount(of_commit, minlength=10)
     stale = np.bincount(of_commit, weights=trace.staleness, minlength=10)
     members = np.bincount(decile, minlength=10)
-    return [
+    rows = [
         {
             "decile": d,
             "speed_low": float(edges[d]),
@@ -170,6 +193,12 @@ def staleness_by_speed_decile(trace: CommitTrace, speeds: np.ndarray) -> list[di
         }
         for d in range(10)
     ]
+    if clients is not None:
+        started = np.bincount(decile, weights=clients.started, minlength=10)
+        lost = np.bincount(decile, weights=clients.lost, minlength=10)
+        for d, row in enumerate(rows):
+            row.update(started=int(started[d]), lost=int(lost[d]))
+    return rows
 
 
 def population_summary(
@@ -201,5 +230,5 @@ def population_summary(
         "selection": population.selection.value,
         "participation": participation(clients),
         "fairness": fairness,
-        "staleness_by_speed_decile": staleness_by_speed_decile(trace, clients.speed),
+        "staleness_by_speed_decile": staleness_by_speed_decile(trace, clients.speed, clients),
     }
