@@ -30,7 +30,11 @@ def many_runs_signature(scenario: Scenario) -> tuple[str, dict[str, float]]:
     config = resolved_config(scenario)
     for field in ("name", "seed", "network", "server", "budget"):
         config.pop(field, None)
-    config["workers"] = {"count": config["workers"]["count"]}
+    workers = config["workers"]
+    config["workers"] = {"count": workers["count"]}
+    windows = [g.get("window") for g in workers.get("groups", [])]
+    if any(w is not None for w in windows):  # own local steps: their programs differ
+        config["workers"]["windows"] = windows
     config["engine"] = {k: v for k, v in config["engine"].items() if k != "many_runs"}
     floats: dict[str, float] = {}
     config["optimizer"] = _strip_floats(config.get("optimizer"), (), floats)

@@ -205,3 +205,13 @@ def test_spec_level_checks():
         timing.ClusterSpec(workers=(ws, ws), budget=timing.CommitBudget(3), windows=(1,))
     with pytest.raises(ValueError, match=r"windows\[1\]"):
         timing.ClusterSpec(workers=(ws, ws), budget=timing.CommitBudget(3), windows=(1, 0))
+
+
+def test_runs_with_and_without_group_windows_never_execute_together():
+    """Their programs differ (a loop of run-time length): many runs keep them apart."""
+    groups = [{"count": 1}, {"count": 1}]
+    same = _scenario({"rule": "local", "window": 3}, groups)
+    own = _scenario({"rule": "local", "window": 3}, [{"count": 1, "window": 2}, {"count": 1}])
+    other = _scenario({"rule": "local", "window": 3}, groups, seed=8)
+    assert config.many_runs_signature(same)[0] == config.many_runs_signature(other)[0]
+    assert config.many_runs_signature(same)[0] != config.many_runs_signature(own)[0]
