@@ -107,7 +107,7 @@ def _prepare(who: RunIdentity, hyper: Mapping[str, float], lifted: tuple[str, ..
     scenario = who.expanded.scenario
     rule, problem = config.build_rule(scenario), build_problem(scenario)
     (trace, clients), note = traces.timed_for(who)
-    plan = engine.plan_of(trace, window=rule.window, eval_every=scenario.eval.every)
+    plan = engine.plan_of(trace, window=rule.window, **config.eval_period(scenario))
     run = engine.RunInputs(plan, problem, problem.init_params, dict(hyper))
     signature, floats = config.many_runs_signature(scenario)
     constants = tuple((p, v) for p, v in sorted(floats.items()) if p not in lifted)

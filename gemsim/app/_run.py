@@ -74,7 +74,7 @@ def run_simulated(
     note, clients = None, None
     if trace is None:
         (trace, clients), note = (traces or Traces()).timed_for(who)
-    plan = engine.plan_of(trace, window=rule.window, eval_every=scenario.eval.every)
+    plan = engine.plan_of(trace, window=rule.window, **config.eval_period(scenario))
     executor = EXECUTORS.get(scenario, rule, problem, trace.n_workers)
     out = executor.execute(plan, problem=problem, params=problem.init_params, progress=progress)
     return run_result(

@@ -148,3 +148,12 @@ def _budget(scenario: Scenario, steps_per_epoch: int | None) -> timing.Budget:
     if steps_per_epoch is None:
         raise ValueError("an epochs_per_worker budget needs the problem's steps per epoch")
     return timing.StepsBudget(max(1, math.ceil(budget.epochs_per_worker * steps_per_epoch)))
+
+
+def eval_period(scenario: Scenario) -> dict[str, float | int | None]:
+    """The engine plan's evaluation keywords (`engine.plan_of`): every `eval.every` commits,
+    or every `eval.every_seconds` of virtual time where that is given."""
+    block = scenario.eval
+    if block.every_seconds is not None:
+        return {"eval_every": None, "eval_every_seconds": block.every_seconds}
+    return {"eval_every": block.every}

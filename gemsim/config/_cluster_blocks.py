@@ -163,7 +163,8 @@ class BudgetBlock(Block):
 
 
 class EvalBlock(Block):
-    """When the central variable is evaluated (every `every` commits and at the last) and on
+    """When the central variable is evaluated (every `every` commits, or every `every_seconds`
+    of virtual time: after the last commit made by each multiple of it; and at the last) and on
     what: `subset` training examples for the training loss; where workers hold data of their
     own, at most `per_worker` examples of each worker's shard (a fixed sample chosen from the
     seed; all of a smaller shard); with a population, on at most `clients` of its clients'
@@ -171,9 +172,19 @@ class EvalBlock(Block):
     would cost more than the training)."""
 
     every: PositiveInt = 100
+    every_seconds: Annotated[PositiveFloat | None, ADDED] = None
     subset: PositiveInt = 1000
     per_worker: Annotated[PositiveInt, ADDED] = 256
     clients: Annotated[PositiveInt, ADDED] = 100
+
+    @model_validator(mode="after")
+    def _one_period(self):
+        if self.every_seconds is not None and "every" in self.model_fields_set:
+            raise ValueError(
+                f"every ({self.every}) and every_seconds ({self.every_seconds:g}) both given; "
+                f"allowed: one of them (commits, or virtual seconds between evaluations)"
+            )
+        return self
 
 
 class EngineBlock(Block):

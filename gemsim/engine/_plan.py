@@ -29,6 +29,7 @@ inputs' `client`), and every host fill is fresh.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -348,9 +349,29 @@ def _eval_points(n: int, every: int | None) -> np.ndarray:
     return points
 
 
-def plan_of(trace, *, window: int = 1, eval_every: int | None = None) -> ExecutionPlan:
-    """The plan of a `CommitTrace` (its columns and flags, and a population's client column)."""
-    return make_plan(
+def eval_points_in_time(times: np.ndarray, every_seconds: float) -> np.ndarray:
+    """The commits after which to evaluate every `every_seconds` of virtual time: for each
+    multiple t of it up to the last commit's time, the last commit made by t (the central
+    variable as it stood at t; none where no commit was made yet), and the last commit."""
+    times = np.asarray(times, dtype=np.float64)
+    if times.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    marks = every_seconds * np.arange(1, int(times[-1] // every_seconds) + 1)
+    points = np.searchsorted(times, marks, side="right") - 1
+    points = np.unique(np.append(points[points >= 0], times.size - 1))
+    return points.astype(np.int64)
+
+
+def plan_of(
+    trace,
+    *,
+    window: int = 1,
+    eval_every: int | None = None,
+    eval_every_seconds: float | None = None,
+) -> ExecutionPlan:
+    """The plan of a `CommitTrace` (its columns and flags, and a population's client column),
+    evaluating every `eval_every` commits or every `eval_every_seconds` of its virtual time."""
+    plan = make_plan(
         trace.worker,
         trace.pulled_version,
         trace.n_workers,
@@ -362,3 +383,6 @@ def plan_of(trace, *, window: int = 1, eval_every: int | None = None) -> Executi
         n_clients=getattr(trace, "n_clients", None),
         local_steps=getattr(trace, "local_steps", None),
     )
+    if eval_every_seconds is None:
+        return plan
+    return dataclasses.replace(plan, evals=eval_points_in_time(trace.time, eval_every_seconds))
