@@ -99,13 +99,13 @@ def build_problem(scenario: Scenario):
 
 def split_field(scenario: Scenario, exc) -> str:
     """A partition error named by its field in the scenario: `problem.partition.<field>`, or
-    `workers.groups[i].data.<field>` for the group whose classes it is about."""
+    `workers.groups[i].data.<field>` (`clients.groups[i]` in a population) for the group
+    whose classes it is about."""
     if exc.field == "shards":  # a shard smaller than a batch
         return f"problem.batch_size: {exc.message}"
     if exc.claim is None:
         return f"problem.partition.{exc}"
-    with_data = [i for i, g in enumerate(scenario.workers.groups) if g.data is not None]
-    return f"workers.groups[{with_data[exc.claim]}].data.{exc}"
+    return f"{config.claim_field(scenario, exc.claim)}.data.{exc}"
 
 
 def check_problem(scenario: Scenario) -> None:

@@ -7,9 +7,11 @@ from ._build import build_rule as build_rule
 from ._build import eval_period as eval_period
 from ._build import problem_args as problem_args
 from ._build import problem_sizes as problem_sizes
+from ._data_split import claim_field as claim_field
 from ._data_split import client_weights as client_weights
 from ._data_split import data_owners as data_owners
 from ._data_split import data_split as data_split
+from ._data_split import owner_slowness as owner_slowness
 from ._data_split import scenario_shards as scenario_shards
 from ._errors import ScenarioError as ScenarioError
 from ._json_schema import scenario_json_schema as scenario_json_schema

@@ -31,30 +31,58 @@ def data_owners(scenario: Scenario) -> int:
 
 def data_split(scenario: Scenario) -> problems.DataSplit | None:
     """How the scenario splits its training set among its data owners: `problem.partition`,
-    the classes worker groups alone hold (`workers.groups[i].data`), and each owner's
-    slowness (its compute law's mean per mini-batch over its speed; a client's over its speed
-    factor) for `order: by_speed`. None when every owner streams the whole training set."""
+    the classes worker groups alone hold (`workers.groups[i].data`, or a population's
+    `clients.groups[i].data`), and each owner's slowness (its compute law's mean per
+    mini-batch over its speed; a client's over its speed factor) for `order: by_speed`. None
+    when every owner streams the whole training set."""
     from gemsim import problems
 
     block = scenario.problem
     spec = block.partition.spec() if block is not None and block.partition is not None else None
-    claims, first = [], 0
-    for group in scenario.workers.groups:
-        if group.data is not None:
-            workers = tuple(range(first, first + group.count))
-            claims.append(problems.Claim(workers, tuple(group.data.classes)))
-        first += group.count
+    claims = tuple(
+        problems.Claim(tuple(range(first, first + count)), tuple(classes))
+        for _, first, count, classes in _data_groups(scenario)
+    )
     if spec is None and not claims:
         return None
-    return problems.DataSplit(spec, tuple(claims), _slowness(scenario, spec))
+    ranked = spec is not None and problems.ranks_by_speed(spec.order)
+    # A population's N slownesses are drawn only for an order that needs them.
+    slowness = owner_slowness(scenario) if ranked or scenario.clients is None else None
+    return problems.DataSplit(spec, claims, slowness)
 
 
-def _slowness(scenario: Scenario, spec) -> tuple[float, ...] | None:
+def _data_groups(scenario: Scenario) -> list[tuple[str, int, int, list[int]]]:
+    """``(field, first owner, owners, classes)`` of each group that alone holds classes, in
+    the order of the split's claims; `field` is the group's path in the scenario."""
+    if scenario.clients is not None:
+        groups = scenario.clients.groups
+        ranges, where = scenario.clients.group_ranges(), "clients.groups"
+    else:
+        groups = scenario.workers.groups
+        starts = [sum(g.count for g in groups[:i]) for i in range(len(groups))]
+        ranges, where = (
+            [(s, g.count) for s, g in zip(starts, groups, strict=True)],
+            "workers.groups",
+        )
+    return [
+        (f"{where}[{i}]", first, count, group.data.classes)
+        for i, (group, (first, count)) in enumerate(zip(groups, ranges, strict=True))
+        if group.data is not None
+    ]
+
+
+def claim_field(scenario: Scenario, claim: int) -> str:
+    """The scenario path of the group behind the split's claim ``claim`` (an index into
+    `data_split`'s claims), e.g. ``workers.groups[2]`` or ``clients.groups[0]``."""
+    return _data_groups(scenario)[claim][0]
+
+
+def owner_slowness(scenario: Scenario) -> tuple[float, ...]:
+    """Each data owner's slowness: a worker's mean compute time per mini-batch (its law's
+    mean over its speed), a client's the slots' over its speed factor."""
     workers = worker_specs(scenario)
     if scenario.clients is None:
         return tuple(w.compute.mean() / w.speed for w in workers)
-    if getattr(spec, "order", None) != "by_speed":
-        return None  # N values drawn for nothing otherwise
     slot = workers[0].compute.mean() / workers[0].speed  # the slots share one law
     speeds = timing.client_speeds(scenario.clients.build(check_only=True), scenario.seed)
     return tuple((slot / speeds).tolist())

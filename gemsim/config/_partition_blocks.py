@@ -11,21 +11,70 @@ from __future__ import annotations
 import warnings
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, ValidationInfo, model_validator
+from pydantic import (
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ._block import ADDED, Block
 from ._dist_blocks import Dist, with_file_digest
 
-Order = Literal["drawn", "by_speed"]
 SizeFunction = Literal["linear", "square", "exponential"]
 Alpha = PositiveFloat | Annotated[list[PositiveFloat], Field(min_length=1)]
 """One concentration, or one per worker (`dirichlet`) or per class (`inner_dirichlet`)."""
 
 
+class BySpeedOrder(Block):
+    """`{by_speed: rho}`: the shards matched to the workers' speeds with a rank correlation
+    of strength rho, through a Gaussian copula (`problems.BySpeed`): 1 is `by_speed`'s
+    assignment, 0 independent of speed, -1 the most skewed (largest) shards to the fastest."""
+
+    by_speed: Annotated[float, Field(ge=-1.0, le=1.0)]
+
+
+Order = Literal["drawn", "by_speed"] | BySpeedOrder
+ORDERS = "drawn, by_speed or {by_speed: rho} with rho a number from -1 to 1"
+
+
+def checked_order(value: Any) -> Any:
+    """`order` as given, refused with one message (not one per member of the union) when it
+    is none of `ORDERS`: a bool or a string is not a rho."""
+    if isinstance(value, BySpeedOrder) or value in ("drawn", "by_speed"):
+        return value
+    if isinstance(value, dict) and set(value) == {"by_speed"}:
+        rho = value["by_speed"]
+        number = isinstance(rho, int | float) and not isinstance(rho, bool)
+        if not number or not -1.0 <= rho <= 1.0:  # NaN fails the comparison too
+            raise ValueError(
+                f"by_speed: rho must be a number from -1 to 1 (the strength of the tie between "
+                f"speed and data: 1 by_speed, 0 none, -1 reversed), got {rho!r}"
+            )
+        return {"by_speed": float(rho)}
+    raise ValueError(f"must be {ORDERS}")
+
+
 class _PartitionBlock(Block):
     order: Order = "drawn"
     """`by_speed`: the most skewed (label partitions) or largest (others) shards go to the
-    slowest workers (by mean compute time per mini-batch)."""
+    slowest workers (by mean compute time per mini-batch); `{by_speed: rho}`: the same tie
+    with a rank correlation of strength rho (1: `by_speed`, 0: none, -1: reversed)."""
+
+    @field_validator("order", mode="before")
+    @classmethod
+    def _order(cls, value: Any) -> Any:
+        return checked_order(value)
+
+    def problem_order(self):
+        """The order as `gemsim.problems` takes it: a name, or a `problems.BySpeed`."""
+        if isinstance(self.order, BySpeedOrder):
+            from gemsim.problems import BySpeed
+
+            return BySpeed(self.order.by_speed)
+        return self.order
 
 
 class IidPartition(_PartitionBlock):
@@ -39,7 +88,7 @@ class IidPartition(_PartitionBlock):
     def spec(self):
         from gemsim.problems import Iid
 
-        return Iid(order=self.order, samples=self.samples)
+        return Iid(order=self.problem_order(), samples=self.samples)
 
 
 class DirichletPartition(_PartitionBlock):
@@ -82,7 +131,7 @@ class DirichletPartition(_PartitionBlock):
         return Dirichlet(
             alpha=alpha,
             min_size=self.min_size,
-            order=self.order,
+            order=self.problem_order(),
             samples=self.samples,
             self_balancing=self.self_balancing,
         )
@@ -117,7 +166,7 @@ class InnerDirichletPartition(_PartitionBlock):
 
         alpha = tuple(self.alpha) if isinstance(self.alpha, list) else self.alpha
         return InnerDirichlet(
-            alpha=alpha, sizes=_sizes(self), samples=self.samples, order=self.order
+            alpha=alpha, sizes=_sizes(self), samples=self.samples, order=self.problem_order()
         )
 
 
@@ -133,7 +182,9 @@ class ShardsPartition(_PartitionBlock):
     def spec(self):
         from gemsim.problems import LabelShards
 
-        return LabelShards(per_worker=self.per_worker, shard_size=self.shard_size, order=self.order)
+        return LabelShards(
+            per_worker=self.per_worker, shard_size=self.shard_size, order=self.problem_order()
+        )
 
 
 class PathologicalPartition(_PartitionBlock):
@@ -149,7 +200,7 @@ class PathologicalPartition(_PartitionBlock):
     def spec(self):
         from gemsim.problems import Pathological
 
-        return Pathological(per_worker=self.per_worker, mode=self.mode, order=self.order)
+        return Pathological(per_worker=self.per_worker, mode=self.mode, order=self.problem_order())
 
 
 class RoundRobinPartition(_PartitionBlock):
@@ -163,7 +214,7 @@ class RoundRobinPartition(_PartitionBlock):
     def spec(self):
         from gemsim.problems import RoundRobin
 
-        return RoundRobin(per_worker=self.per_worker, order=self.order)
+        return RoundRobin(per_worker=self.per_worker, order=self.problem_order())
 
 
 class ClassesPartition(_PartitionBlock):
@@ -184,7 +235,7 @@ class ClassesPartition(_PartitionBlock):
     def spec(self):
         from gemsim.problems import RoundRobin
 
-        return RoundRobin(per_worker=self.per_worker, order=self.order)
+        return RoundRobin(per_worker=self.per_worker, order=self.problem_order())
 
 
 class QuantityPartition(_PartitionBlock):
@@ -203,7 +254,7 @@ class QuantityPartition(_PartitionBlock):
     def spec(self):
         from gemsim.problems import Quantity
 
-        return Quantity(sizes=_sizes(self), order=self.order)
+        return Quantity(sizes=_sizes(self), order=self.problem_order())
 
 
 def _one_size_law(block, *, required: bool) -> None:
@@ -244,7 +295,7 @@ class FilePartition(_PartitionBlock):
     def spec(self):
         from gemsim.problems import FromFile
 
-        return FromFile(path=self.path, sha256=self.sha256, order=self.order)
+        return FromFile(path=self.path, sha256=self.sha256, order=self.problem_order())
 
 
 class GroupsPartition(_PartitionBlock):
@@ -257,7 +308,7 @@ class GroupsPartition(_PartitionBlock):
     def spec(self):
         from gemsim.problems import Groups
 
-        return Groups(order=self.order)
+        return Groups(order=self.problem_order())
 
 
 PartitionBlock = Annotated[

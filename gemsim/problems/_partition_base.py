@@ -7,27 +7,37 @@ The specs are in ``_partition_specs.py`` and ``_partition_label_specs.py``; the 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-from gemsim._checks import check_enum, check_int, check_positive
+from gemsim._checks import check_enum, check_int, check_positive, check_real
 
 __all__ = [
+    "PARTITION_KEY",
     "SIZE_FUNCTIONS",
+    "BySpeed",
     "Claim",
     "IdSizes",
     "Order",
     "PartitionError",
     "Shards",
     "SizeLaw",
+    "SpeedOrder",
     "check_alpha",
     "check_labels",
+    "check_order",
     "checked",
     "set_order",
     "set_samples",
 ]
+
+PARTITION_KEY = 0x9A27
+"""Spawn key of the partition generator, apart from the timing model's ``(0, w)`` and ``(1,)``
+and the problem's ``(0x9E, tag)`` streams (the value is part of the format)."""
 
 
 class PartitionError(ValueError):
@@ -84,8 +94,41 @@ class Order(StrEnum):
     """The most skewed (label partitions) or largest (others) shards go to the slowest."""
 
 
+@dataclass(frozen=True)
+class BySpeed:
+    """Shards matched to speeds with a rank correlation of strength ``rho`` in [-1, 1]: the
+    drawn shards, most skewed (label partitions) or largest (others) first, go to the
+    workers in the order of a Gaussian copula's latent ``rho s + sqrt(1 - rho^2) e``, ``s``
+    the normal score of the worker's slowness rank and ``e`` a standard normal of its own
+    (``_partition_order.py``). ``rho = 1`` is `Order.BY_SPEED`'s assignment exactly, 0
+    independent of speed, -1 the reverse (the most skewed shards to the fastest)."""
+
+    rho: float
+
+    def __post_init__(self) -> None:
+        try:
+            rho = check_real("by_speed", self.rho, low=-1.0, high=1.0)
+        except ValueError as exc:
+            raise PartitionError("order", f"{exc} (rho, the strength of the tie)") from None
+        object.__setattr__(self, "rho", rho)
+
+
+SpeedOrder = Order | BySpeed
+"""Which worker gets which drawn shard: in drawn order, by speed, or by speed with a rank
+correlation ``rho``."""
+
+
+def check_order(value: object) -> Order | BySpeed:
+    """An `Order`, its value string, a `BySpeed` or ``{"by_speed": rho}``."""
+    if isinstance(value, BySpeed):
+        return value
+    if isinstance(value, Mapping) and set(value) == {"by_speed"}:
+        return BySpeed(value["by_speed"])
+    return checked("order", check_enum, value, Order)
+
+
 def set_order(spec: object) -> None:
-    object.__setattr__(spec, "order", checked("order", check_enum, spec.order, Order))
+    object.__setattr__(spec, "order", check_order(spec.order))
 
 
 def set_samples(spec: object) -> None:

@@ -15,6 +15,7 @@ from ._partition_base import (
     Order,
     PartitionError,
     SizeLaw,
+    SpeedOrder,
     check_alpha,
     checked,
     set_order,
@@ -47,7 +48,7 @@ class RoundRobin:
     """
 
     per_worker: int
-    order: Order = Order.DRAWN
+    order: SpeedOrder = Order.DRAWN
 
     def __post_init__(self) -> None:
         checked("per_worker", check_int, self.per_worker, 1)
@@ -75,7 +76,7 @@ class LabelShards:
 
     per_worker: int = 2
     shard_size: int | None = None
-    order: Order = Order.DRAWN
+    order: SpeedOrder = Order.DRAWN
 
     def __post_init__(self) -> None:
         checked("per_worker", check_int, self.per_worker, 1)
@@ -112,7 +113,7 @@ class Pathological:
 
     per_worker: int
     mode: ClassMode = ClassMode.RANDOM
-    order: Order = Order.DRAWN
+    order: SpeedOrder = Order.DRAWN
 
     def __post_init__(self) -> None:
         checked("per_worker", check_int, self.per_worker, 1)
@@ -148,7 +149,7 @@ class InnerDirichlet:
     alpha: float | tuple[float, ...]
     sizes: SizeLaw | IdSizes | None = None
     samples: int | None = None
-    order: Order = Order.DRAWN
+    order: SpeedOrder = Order.DRAWN
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "alpha", check_alpha(self.alpha))

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from gemsim._checks import check_bool, check_int
 
 from ._partition_base import (
+    BySpeed,
     Claim,
     IdSizes,
     Order,
     PartitionError,
     Shards,
     SizeLaw,
+    SpeedOrder,
     check_alpha,
     check_labels,
     checked,
@@ -30,6 +32,7 @@ from ._partition_label_specs import Classes, InnerDirichlet, LabelShards, Pathol
 __all__ = [
     "LABEL_SPECS",
     "MAX_DIRICHLET_ATTEMPTS",
+    "BySpeed",
     "Claim",
     "Classes",
     "Dirichlet",
@@ -64,7 +67,7 @@ class Iid:
     own ``samples`` examples uniformly, with replacement; shards overlap.
     """
 
-    order: Order = Order.DRAWN
+    order: SpeedOrder = Order.DRAWN
     samples: int | None = None
 
     def __post_init__(self) -> None:
@@ -105,7 +108,7 @@ class Dirichlet:
     alpha: float | tuple[float, ...]
     min_size: int = 10
     """Fewest examples any worker may hold (at least the batch size, where one is given)."""
-    order: Order = Order.DRAWN
+    order: SpeedOrder = Order.DRAWN
     samples: int | None = None
     self_balancing: bool = False
 
@@ -142,7 +145,7 @@ class Quantity:
     """
 
     sizes: SizeLaw | IdSizes
-    order: Order = Order.DRAWN
+    order: SpeedOrder = Order.DRAWN
 
     def __post_init__(self) -> None:
         if isinstance(self.sizes, IdSizes):
@@ -167,7 +170,7 @@ class FromFile:
 
     path: str
     sha256: str | None = None
-    order: Order = Order.DRAWN
+    order: SpeedOrder = Order.DRAWN
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path:
@@ -191,7 +194,7 @@ class Groups:
     that gives n groups); Flower's group count follows its ``group_size``, ours the workers.
     """
 
-    order: Order = Order.DRAWN
+    order: SpeedOrder = Order.DRAWN
 
     def __post_init__(self) -> None:
         set_order(self)
@@ -211,4 +214,4 @@ PartitionSpec = (
 
 LABEL_SPECS = (Dirichlet, RoundRobin, LabelShards, Pathological, InnerDirichlet)
 """The specs that split by class: they need class labels, and ``by_speed`` ranks their
-shards by label skew."""
+shards by label skew (the others by size)."""

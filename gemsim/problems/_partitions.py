@@ -40,17 +40,28 @@ import numpy as np
 
 from gemsim._checks import check_int
 
+from ._partition_base import PARTITION_KEY
 from ._partition_claims import check_claims, split_pool, whole
 from ._partition_classes import label_shards, pathological, round_robin
 from ._partition_cuts import even_pieces, offsets, require_examples
 from ._partition_dirichlet import dirichlet_owners, inner_dirichlet_owners
 from ._partition_files import read_owners
 from ._partition_label_specs import ClassMode
+from ._partition_order import (
+    SpeedData,
+    copula_spearman,
+    order_strength,
+    ranks_by_speed,
+    shard_owners,
+    spearman,
+    speed_data,
+)
 from ._partition_sampled import sampled_shards
 from ._partition_sizes import quantity_owners
 from ._partition_specs import (
     LABEL_SPECS,
     MAX_DIRICHLET_ATTEMPTS,
+    BySpeed,
     Claim,
     Classes,
     Dirichlet,
@@ -85,6 +96,7 @@ from ._partition_summary import (
 __all__ = [
     "LABEL_SPECS",
     "MAX_DIRICHLET_ATTEMPTS",
+    "BySpeed",
     "DataSplit",
     "split_shards",
     "PARTITION_KEY",
@@ -107,10 +119,16 @@ __all__ = [
     "RoundRobin",
     "Shards",
     "SizeLaw",
+    "SpeedData",
     "check_shards",
+    "copula_spearman",
     "describe",
     "format_summary",
+    "order_strength",
     "partition",
+    "ranks_by_speed",
+    "spearman",
+    "speed_data",
 ]
 
 
@@ -154,10 +172,6 @@ def split_shards(
     )
 
 
-PARTITION_KEY = 0x9A27
-"""Spawn key of the partition generator, apart from the timing model's ``(0, w)`` and ``(1,)``
-and the problem's ``(0x9E, tag)`` streams (the value is part of the format)."""
-
 # ----------------------------------------------------------------------------- partition
 
 
@@ -179,7 +193,8 @@ def partition(
     examples IID (shuffled, sizes differing by at most 1) among its workers. The rest is
     partitioned by ``spec`` among the workers in no claim. If every worker is in a claim, the
     unclaimed examples are dropped (nobody trains on them). `FromFile` and `Groups` assign
-    every example themselves, so they take no claims.
+    every example themselves, so they take no claims. With ``samples`` (shards drawn with
+    replacement) each claim worker draws its ``samples`` from its claim's examples instead.
 
     ``spec=None`` means no partition: every worker outside the claims holds every unclaimed
     example and every claim worker every example of its claim, in increasing order (shards
@@ -194,7 +209,8 @@ def partition(
         n_classes: the data set's number of classes.
         groups: int or str [n_train], each example's natural group (for `Groups`).
         slowness: float [n_workers], larger = slower (e.g. each worker's mean compute time
-            per mini-batch); needed by ``order="by_speed"``.
+            per mini-batch); needed by ``order="by_speed"`` and `BySpeed` (whose copula
+            draws from its own stream of ``seed``, `_partition_order`).
         claims: groups of workers that alone hold the named classes.
         batch_size: the run's mini-batch size, if known: `Dirichlet` draws again until every
             shard holds at least ``max(min_size, batch_size)`` (a smaller shard would be
@@ -213,19 +229,14 @@ def partition(
         raise PartitionError("spec", f"must be a partition spec or None, got {spec!r}")
     if batch_size is not None:
         batch_size = checked("batch_size", check_int, batch_size, 1)
-    by_speed = spec is not None and spec.order is Order.BY_SPEED
+    by_speed = spec is not None and ranks_by_speed(spec.order)
     speed = _check_slowness(slowness, n) if by_speed else None
     _check_worker_alpha(spec, n)
     claims = check_claims(claims, labels, n, n_classes, spec)
     if getattr(spec, "samples", None) is not None:
-        if claims:
-            raise PartitionError(
-                "samples",
-                "shards drawn with replacement cannot be combined with groups that hold "
-                "classes: leave out `samples`, or the groups' `data`",
-                claim=0,
-            )
-        return sampled_shards(spec, labels, n, _rng(seed), n_classes, speed)
+        return sampled_shards(
+            spec, labels, n, _rng(seed), n_classes, speed, seed=seed, claims=claims
+        )
     pool, rest = split_pool(labels, claims, n, n_classes)
     if spec is None:
         return whole(labels, claims, pool, rest, n)
@@ -238,7 +249,7 @@ def partition(
     if rest.size:
         local = _draw(spec, labels[pool], rest, rng, n_classes, groups, batch_size)
         if speed is not None:
-            local = _by_speed(spec, local, labels[pool], n_classes, speed[rest])
+            local = _by_speed(spec, local, labels[pool], n_classes, speed[rest], seed)
         # -1 (held by nobody) stays -1; it indexes nothing.
         owner[pool] = np.where(local >= 0, rest[np.maximum(local, 0)], -1)
     return _group(owner, n, rng)
@@ -328,8 +339,10 @@ def _by_speed(
     labels: np.ndarray,
     n_classes: int,
     slowness: np.ndarray,
+    seed: int,
 ) -> np.ndarray:
-    """Relabel drawn shards: the most skewed (or largest) go to the slowest workers."""
+    """Relabel drawn shards: the most skewed (or largest) go to the slowest workers, or to
+    a copula's ranking of them (`_partition_order`)."""
     m = slowness.size
     held = owner >= 0
     if isinstance(spec, LABEL_SPECS):
@@ -338,11 +351,7 @@ def _by_speed(
         key = np.nan_to_num(key, nan=-1.0)  # an empty shard has no skew: to the fastest
     else:
         key = np.bincount(owner[held], minlength=m).astype(np.float64)
-    index = np.arange(m)
-    shards = np.lexsort((index, -key))
-    workers = np.lexsort((index, -slowness))
-    new = np.empty(m, np.int64)
-    new[shards] = workers
+    new = shard_owners(key, slowness, spec.order, seed)
     return np.where(held, new[np.maximum(owner, 0)], -1)
 
 

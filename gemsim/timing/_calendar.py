@@ -12,7 +12,8 @@ churn):
 
 - speed factors, drawn in chunks of `SPEED_CHUNK` client ids: chunk ``j`` is
   ``law.sample(Generator(Philox(key=K_0 << 64 | j)), SPEED_CHUNK)`` whatever N is (the last
-  chunk is cut at N), so a client's speed depends on the seed and its id only, for any law;
+  chunk is cut at N), so a client's speed depends on the seed and its id only, for any law
+  (and, for a client of a `Population.groups` entry, its group's law, drawn the same way);
 - churn, drawn when first needed: client ``c``'s ``p``-th period (``p = 0, 1, ...``), an up
   period then a down period, is ``uptime.sample(g, 1)`` then ``downtime.sample(g, 1)`` with
   ``g = Generator(Philox(key=K_1 << 64 | c, counter=p << 128))``. As for a persistent worker
@@ -49,28 +50,43 @@ def stream_key(seed: int, kind: int) -> int:
 
 
 def client_speeds(population: Population, seed: int) -> np.ndarray:
-    """Every client's speed factor (float64, one per client; ones without a speed law).
+    """Every client's speed factor (float64, one per client; ones without a speed law),
+    each from its group's law where it is in a `Population.groups` entry.
 
     Raises:
         ValueError: if a draw is not a finite number > 0 (naming the client).
     """
     n = population.n_clients
-    law = population.speed
-    if law is None:
-        return np.ones(n, dtype=np.float64)
+    speeds = np.ones(n, dtype=np.float64)
+    if not population.draws_speeds:
+        return speeds
     high = stream_key(seed, CLIENT_SPEED) << 64
-    speeds = np.empty(n, dtype=np.float64)
-    for j in range(-(-n // SPEED_CHUNK)):
+    for start, stop, law in population.speed_segments():
+        if law is not None:
+            speeds[start:stop] = _chunk_draws(law, high, start, stop)
+            _check_speeds(speeds, start, stop, law)
+    return speeds
+
+
+def _chunk_draws(law, high: int, start: int, stop: int) -> np.ndarray:
+    """Clients ``start .. stop - 1``'s draws of ``law``, chunk by chunk (module docstring):
+    a client's value depends on the seed, its id and the law only."""
+    out = np.empty(stop - start, dtype=np.float64)
+    for j in range(start // SPEED_CHUNK, -(-stop // SPEED_CHUNK)):
         chunk = law.sample(np.random.Generator(np.random.Philox(key=high | j)), SPEED_CHUNK)
-        speeds[j * SPEED_CHUNK : (j + 1) * SPEED_CHUNK] = chunk[: n - j * SPEED_CHUNK]
-    bad = ~np.isfinite(speeds) | (speeds <= 0)
+        low, up = max(start, j * SPEED_CHUNK), min(stop, (j + 1) * SPEED_CHUNK)
+        out[low - start : up - start] = chunk[low - j * SPEED_CHUNK : up - j * SPEED_CHUNK]
+    return out
+
+
+def _check_speeds(speeds: np.ndarray, start: int, stop: int, law) -> None:
+    bad = ~np.isfinite(speeds[start:stop]) | (speeds[start:stop] <= 0)
     if bad.any():
-        c = int(np.argmax(bad))
+        c = start + int(np.argmax(bad))
         raise ValueError(
             f"Population.speed {law!r} drew {speeds[c]!r} for client {c}; allowed: speed "
             f"factors that are finite numbers > 0"
         )
-    return speeds
 
 
 class ChurnDraws:

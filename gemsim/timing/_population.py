@@ -15,6 +15,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 import numpy as np
 
@@ -72,6 +73,14 @@ class ClientIntervals(Mapping[int, Intervals]):
         return f"ClientIntervals({self._data!r})"
 
 
+class ClientGroup(NamedTuple):
+    """Clients ``first .. first + count - 1`` and the law of their speed factors (None: 1)."""
+
+    first: int
+    count: int
+    speed: Distribution | None
+
+
 @dataclass(frozen=True)
 class Population:
     """N clients, each with its own speed factor, churn and availability.
@@ -89,6 +98,9 @@ class Population:
         selection: how a free slot chooses its next client (`Selection`).
         weights: with `Selection.WEIGHTED`, one weight >= 0 per client (their sum > 0);
             None otherwise.
+        groups: runs of consecutive clients whose speed factors follow a law of their own
+            (`ClientGroup`, in increasing id order, disjoint); the clients in no group follow
+            ``speed``. Empty: every client follows ``speed``.
 
     A population whose clients are all down for good from some time on ends its run then
     (a CommitBudget may not be reached), as persistent workers that are all gone do; one whose
@@ -101,24 +113,36 @@ class Population:
     availability: Mapping[int, Intervals] | None = None
     selection: Selection = Selection.UNIFORM
     weights: tuple[float, ...] | None = None
+    groups: tuple[ClientGroup, ...] = ()
 
     def __post_init__(self) -> None:
         n = check_int("Population.n_clients", self.n_clients, 1)
         _set(self, "n_clients", n)
-        check_instance("Population.speed", self.speed, DISTRIBUTION_TYPES, optional=True)
-        # A uniform law from 0 has no atom at 0 but draws 0.0 itself (and speeds near 0).
-        zero_low = isinstance(self.speed, Uniform) and self.speed.low == 0.0
-        if self.speed is not None and (zero_low or self.speed.survival(0.0) < 1.0):
-            raise ValueError(
-                f"Population.speed must draw values > 0 only (a client of speed 0 would never "
-                f"finish a task), got {self.speed!r}, which can draw 0; allowed: a law of "
-                f"positive support (e.g. lognormal, gamma, a uniform from low > 0)"
-            )
+        _check_speed_law("Population.speed", self.speed)
+        _set(self, "groups", _checked_groups(self.groups, n))
         check_instance("Population.churn", self.churn, (Churn,), optional=True)
         _set(self, "selection", check_enum("Population.selection", self.selection, Selection))
         if self.availability is not None:
             _set(self, "availability", _checked_availability(self.availability, n))
         _set(self, "weights", self._checked_weights())
+
+    @property
+    def draws_speeds(self) -> bool:
+        """Whether any client's speed factor is drawn (else every one is 1)."""
+        return self.speed is not None or any(g.speed is not None for g in self.groups)
+
+    def speed_segments(self) -> list[tuple[int, int, Distribution | None]]:
+        """``(start, stop, law)`` runs covering the client ids in order: the groups' and, in
+        between, the population's own law."""
+        segments, at = [], 0
+        for group in self.groups:
+            if group.first > at:
+                segments.append((at, group.first, self.speed))
+            at = group.first + group.count
+            segments.append((group.first, at, group.speed))
+        if at < self.n_clients:
+            segments.append((at, self.n_clients, self.speed))
+        return segments
 
     def _checked_weights(self) -> tuple[float, ...] | None:
         weights = self.weights
@@ -150,6 +174,35 @@ class Population:
         if not array.sum() > 0:
             raise ValueError("Population.weights must not all be 0 (no client could be chosen)")
         return tuple(array.tolist())
+
+
+def _check_speed_law(name: str, law: object) -> None:
+    check_instance(name, law, DISTRIBUTION_TYPES, optional=True)
+    # A uniform law from 0 has no atom at 0 but draws 0.0 itself (and speeds near 0).
+    zero_low = isinstance(law, Uniform) and law.low == 0.0
+    if law is not None and (zero_low or law.survival(0.0) < 1.0):
+        raise ValueError(
+            f"{name} must draw values > 0 only (a client of speed 0 would never finish a "
+            f"task), got {law!r}, which can draw 0; allowed: a law of positive support (e.g. "
+            f"lognormal, gamma, a uniform from low > 0)"
+        )
+
+
+def _checked_groups(groups: object, n: int) -> tuple[ClientGroup, ...]:
+    """The groups as `ClientGroup`s: consecutive ids inside ``[0, n)``, increasing, disjoint."""
+    if not isinstance(groups, Sequence) or isinstance(groups, str | bytes):
+        raise ValueError(f"Population.groups must be a sequence of ClientGroup, got {groups!r}")
+    out, end = [], 0
+    for i, group in enumerate(groups):
+        name = f"Population.groups[{i}]"
+        if not isinstance(group, tuple) or len(group) != 3:
+            raise ValueError(f"{name} must be a ClientGroup(first, count, speed), got {group!r}")
+        first = check_int(f"{name}.first", group[0], end)  # after the previous group
+        count = check_int(f"{name}.count", group[1], 1, n - first)
+        _check_speed_law(f"{name}.speed", group[2])
+        out.append(ClientGroup(first, count, group[2]))
+        end = first + count
+    return tuple(out)
 
 
 def _checked_availability(value: object, n: int) -> ClientIntervals:

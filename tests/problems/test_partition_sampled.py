@@ -379,13 +379,28 @@ def test_samples_must_be_a_positive_integer(make, bad):
     assert repr(bad) in e.value.message
 
 
-@pytest.mark.parametrize("make", [lambda: Iid(samples=4), lambda: Dirichlet(1.0, samples=4)])
-def test_samples_refuses_claims(make):
-    """Groups that alone hold classes need disjoint shards: refused, naming `samples`."""
-    with pytest.raises(PartitionError, match="cannot be combined with groups") as e:
-        partition(make(), SMALL, 8, 0, n_classes=10, claims=[Claim((0, 1), (3,))])
-    assert e.value.field == "samples" and e.value.claim == 0
-    assert "leave out `samples`, or the groups' `data`" in e.value.message
+@pytest.mark.parametrize("make", [lambda: Iid(samples=40), lambda: Dirichlet(1.0, samples=40)])
+def test_samples_with_claims_draws_each_claim_from_its_classes(make):
+    """A claim's clients draw their `samples` uniformly from the claim's examples alone
+    (pooled index counts: a chi-square against the uniform law over them); the other
+    clients draw from the unclaimed classes only; every shard is `samples` long."""
+    n, m = 300, 40
+    claims = [Claim(tuple(range(0, 60)), (3,)), Claim(tuple(range(60, 90)), (0, 5))]
+    shards = partition(make(), SMALL, n, 4, n_classes=10, claims=claims)
+    _assert_shape(shards, n, m, SMALL.size)
+    rows = _rows(shards, m)
+    for claim in claims:
+        members = np.flatnonzero(np.isin(SMALL, claim.classes))
+        drawn = rows[list(claim.workers)].ravel()
+        assert np.isin(drawn, members).all()
+        counts = np.bincount(np.searchsorted(members, drawn), minlength=members.size)
+        chi2 = ((counts - drawn.size / members.size) ** 2).sum() / (drawn.size / members.size)
+        assert chi2 < stats.chi2.isf(LEVEL, members.size - 1)
+    rest = rows[90:].ravel()
+    assert not np.isin(SMALL[rest], [0, 3, 5]).any()
+    assert np.unique(SMALL[rest]).size == 7
+    again = partition(make(), SMALL, n, 4, n_classes=10, claims=claims)
+    np.testing.assert_array_equal(again.indices, shards.indices)
 
 
 @pytest.mark.parametrize(
