@@ -10,7 +10,7 @@ from gemsim import config, results
 from gemsim._checks import UserError
 
 from ._identity import RunKind
-from ._partition_report import partition_text
+from ._partition_report import partition_report
 from ._record import RunIdentity
 
 
@@ -42,9 +42,11 @@ def show_file(
                 "resume_skips": finished,
             }
         )
-        partition = partition_text(expanded.scenario)
+        partition, speed_data = partition_report(expanded.scenario)
         if partition is not None:
             listed[-1]["partition"] = partition
+        if speed_data is not None:
+            listed[-1]["speed_data"] = speed_data
     resolved = scenario.model_dump(mode="json")
     return {"file": str(path), "results": str(out_dir), "scenario": resolved, "runs": listed}
 
