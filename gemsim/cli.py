@@ -376,7 +376,11 @@ def _json_or(as_json: bool, value, render) -> str:
 def ls(
     results_dir: Annotated[Path, typer.Argument(help="A results folder written by gemsim run.")],
     sort: Annotated[
-        str | None, typer.Option(help="Sort by a column (e.g. final_train_loss, wall_seconds).")
+        str | None,
+        typer.Option(
+            help="Sort by a column (e.g. final_train_loss, wall_seconds, "
+            "final_worker_accuracy_worst, time_to_accuracy_0.8)."
+        ),
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -391,7 +395,7 @@ def ls(
         for row in rows:
             _echo_json(row)
         return
-    typer.echo(render_listing(rows))
+    typer.echo(render_listing(rows, sort))
 
 
 @app.command()

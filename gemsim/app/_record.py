@@ -18,6 +18,7 @@ from gemsim.results import Manifest, RunResult, params_sha256
 from gemsim.trace import CommitTrace
 from gemsim.types import PyTree, Status
 
+from ._final_metrics import final_metrics
 from ._identity import RunKind, run_id_of, run_identity
 from ._population_report import run_clients, tasks_frame
 from ._provenance import provenance, utc_now
@@ -253,13 +254,12 @@ def run_manifest(
     """The manifest of a finished run (status ok or diverged); `trace_note` says where a
     simulated trace came from (`provenance.trace_store`, `_trace_store.py`)."""
     stats = timing.staleness_summary(trace)
-    final = out.final
     return Manifest(
         **_base_fields(who, started_at=started_at, ended_at=ended_at, trace_note=trace_note),
         status=out.status.value,
         n_commits=out.n_commits,
         diverged_at=out.diverged_at,
-        final={k: final.get(k, float("nan")) for k in EVAL_COLUMNS},
+        final=final_metrics(who.expanded.scenario, trace, out),
         staleness={k: stats[f"staleness_{k}"] for k in ("mean", "var", "max")},
         trace_sha256=trace.sha256(),
         params_sha256=params_sha256(params),

@@ -8,7 +8,11 @@ from typing import Any
 
 from gemsim.timing import format_histogram
 
+from ._listing import render_listing as render_listing
 from ._population_report import population_lines
+from ._show import run_summary_lines
+
+BASE = ("train_loss", "test_loss", "test_accuracy")  # the final line's; the others follow it
 
 
 def render_summary(rows) -> str:
@@ -183,7 +187,8 @@ def render_show_run(manifest: dict[str, Any]) -> str:
         f"  identity        {m.get('identity') or m.get('config_hash')}",
         f"  sweep           {_sweep(m.get('sweep') or {}) or '-'}   seed {m.get('seed')}",
         f"  commits         {m.get('n_commits')}   wall {_g(m.get('wall_seconds'))} s",
-        "  final           " + ", ".join(f"{k} {_g(v)}" for k, v in final.items()),
+        "  final           " + ", ".join(f"{k} {_g(v)}" for k, v in final.items() if k in BASE),
+        *run_summary_lines(manifest),
         f"  trace sha256    {manifest.get('trace_sha256')}",
         f"  params sha256   {manifest.get('params_sha256')}",
     ]
@@ -243,21 +248,6 @@ def _placement(where: dict[str, Any] | None) -> list[str]:
     tail = f"  ({extra})" if extra else ""
     return [f"    ran on        {where.get('host')} ({where.get('cpus')} CPUs) pid "
             f"{where.get('pid')}, {where.get('scheduler')}{tail}"]  # fmt: skip
-
-
-def render_listing(rows: list[dict[str, Any]]) -> str:
-    header = (
-        f"{'run id':<12}  {'kind':<7}  {'status':<8}  {'train loss':>10}  {'test acc':>8}  "
-        f"{'staleness':>9}  {'wall s':>7}  sweep"
-    )
-    lines = [header, "-" * len(header)]
-    for r in rows:
-        lines.append(
-            f"{r['run_id']:<12}  {r['kind']:<7}  {r['status']:<8}  {r['final_train_loss']:>10.4f}  "
-            f"{r['final_test_accuracy']:>8.4f}  {r['staleness_mean']:>9.2f}  "
-            f"{r['wall_seconds']:>7.1f}  {_sweep(r['sweep'])}"
-        )
-    return "\n".join(lines)
 
 
 def _sweep(sweep: dict[str, Any]) -> str:

@@ -176,6 +176,17 @@ class EvalBlock(Block):
     subset: PositiveInt = 1000
     per_worker: Annotated[PositiveInt, ADDED] = 256
     clients: Annotated[PositiveInt, ADDED] = 100
+    # Test accuracies whose first time reached a run records (`time_to_accuracy_<x>`).
+    targets: Annotated[tuple[float, ...] | None, ADDED] = None
+
+    @field_validator("targets")
+    @classmethod
+    def _accuracies(cls, targets):
+        bad = [t for t in targets or () if not 0 < t <= 1]
+        if targets is not None and (bad or not targets):
+            what = f"{bad[0]:g} is not an accuracy" if bad else "no target given"
+            raise ValueError(f"{what}; allowed: a list of test accuracies in (0, 1]")
+        return targets
 
     @model_validator(mode="after")
     def _one_period(self):

@@ -18,6 +18,7 @@ from gemsim.results._run_folder import (
     METRICS_FILE,
     read_manifest,
 )
+from gemsim.results._run_summary import TIME_TO, extra_final_keys, summary_column, summary_values
 from gemsim.types import Status
 
 RUN_COLUMNS = ("run_id", "name", "config", "status", "seed", "repeat")
@@ -160,7 +161,7 @@ def sweep_columns_of(frame: pd.DataFrame) -> list[str]:
     known = frame.attrs.get("sweep_columns")
     if known is not None:
         return [c for c in known if c in frame.columns]
-    return [c for c in frame.columns if "." in str(c)]
+    return [c for c in frame.columns if "." in str(c) and not str(c).startswith(TIME_TO)]
 
 
 def _order(frame: pd.DataFrame, middle: Sequence[str]) -> pd.DataFrame:
@@ -263,13 +264,24 @@ def _add_tokens(metrics: pd.DataFrame, manifest: Mapping[str, Any], run_dir: Pat
 
 
 def _run_frame(
-    path: Path, manifest: Mapping[str, Any], columns: Sequence[str] | None
+    path: Path,
+    manifest: Mapping[str, Any],
+    columns: Sequence[str] | None,
+    summary: Sequence[str] = (),
 ) -> pd.DataFrame:
     metrics = _add_tokens(_add_worker_steps(_read_metrics(path, columns)), manifest, path.parent)
-    run = pd.DataFrame(_run_row(manifest), index=metrics.index)  # scalars broadcast
+    values = summary_values(manifest)
+    row = {**_run_row(manifest), **{c: values[c] for c in summary if c in values}}
+    run = pd.DataFrame(row, index=metrics.index)  # scalars broadcast
     frame = pd.concat([run, metrics], axis=1)
     frame.attrs = {"metric_columns": list(metrics.columns)}
     return frame
+
+
+def summary_columns_of(manifests: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The run summary columns beyond `SUMMARY_COLUMNS` that any of ``manifests`` records
+    (the heterogeneity measures of their `final` blocks: `gemsim.results.summary_column`)."""
+    return [summary_column(k) for k in extra_final_keys(manifests)]
 
 
 def load_results(
@@ -305,29 +317,34 @@ def load_results(
       workers that have committed so far (steps per worker, smooth in time); for a
       language model, ``tokens``, the characters processed by each commit, counting
       it (commits x local steps x batch size x context); a text problem's evaluation
-      adds ``test_bits_per_char`` and ``test_perplexity``.
+      adds ``test_bits_per_char`` and ``test_perplexity``;
+    * last, the run summary columns beyond :func:`load_summary`'s ``SUMMARY_COLUMNS`` that any
+      run records (one value repeated on every row of a run, NaN for a run without it; listed
+      in ``frame.attrs["summary_columns"]``): ``final_test_accuracy_class_<k>``,
+      ``final_worker_accuracy_worst`` and the other worker summaries, ``best_...``,
+      ``time_to_accuracy_<x>...`` (:func:`load_summary` has them one row per run).
 
     Args:
         out_dir: a results folder of run folders.
-        columns: metrics columns to read (``commit`` and ``worker`` always are);
-            None reads all. Columns a run lacks are skipped.
+        columns: metrics columns to read (``commit`` and ``worker`` always are), and summary
+            columns to keep; None reads all. Columns a run lacks are skipped.
         statuses: run statuses to include; default ``ok`` and ``diverged`` (a
             ``failed`` run's partial metrics would bias averages).
 
     Returns:
         The frame (empty, with the run-level columns, when no run matches).
     """
-    parts = [
-        _run_frame(run_dir / METRICS_FILE, manifest, columns)
-        for run_dir, manifest in run_manifests(out_dir, statuses)
-        if (run_dir / METRICS_FILE).is_file()
-    ]
+    found = [(d, m) for d, m in run_manifests(out_dir, statuses) if (d / METRICS_FILE).is_file()]
+    summary = summary_columns_of(m for _, m in found)
+    if columns is not None:
+        summary = [c for c in summary if c in columns]
+    parts = [_run_frame(d / METRICS_FILE, m, columns, summary) for d, m in found]
     if not parts:
         return pd.DataFrame(columns=list(RUN_COLUMNS))
     metric_cols = dict.fromkeys(c for part in parts for c in part.attrs["metric_columns"])
-    frame = _order(pd.concat(parts, ignore_index=True), _metric_order(metric_cols))
-    frame = frame.reset_index(drop=True)
-    frame.attrs = {"sweep_columns": _sweep_of(frame, metric_cols)}
+    ordered = [*_metric_order(metric_cols), *summary]
+    frame = _order(pd.concat(parts, ignore_index=True), ordered).reset_index(drop=True)
+    frame.attrs = {"sweep_columns": _sweep_of(frame, ordered), "summary_columns": summary}
     return frame
 
 
@@ -447,6 +464,10 @@ def load_worker_evals(
 
 
 def _summary_row(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    return {**_base_summary_row(manifest), **summary_values(manifest)}
+
+
+def _base_summary_row(manifest: Mapping[str, Any]) -> dict[str, Any]:
     final = manifest.get("final") or {}
     staleness = manifest.get("staleness") or {}
 
@@ -477,18 +498,31 @@ def load_summary(
     Columns: ``run_id, name, config, status, seed, repeat``, the sweep columns
     (as in :func:`load_results`), then ``SUMMARY_COLUMNS``: final train/test loss
     and test accuracy, staleness mean/var/max, wall seconds, number of commits and
-    the error message of failed runs. Values the manifest stored as null are NaN.
+    the error message of failed runs; then the heterogeneity measures any run records
+    (``frame.attrs["summary_columns"]``, in reading order; NaN for a run without them, such as
+    one written before they existed): ``best_test_accuracy``,
+    ``final_test_accuracy_class_<k>`` (each class's final test accuracy),
+    ``final_test_accuracy_classes_0_1`` (the mean over the classes a worker group alone holds;
+    ``..._other_classes`` over the rest), ``final_worker_accuracy_worst``, ``..._p10``,
+    ``..._mean`` and their ``best_`` (largest over the evaluations), ``final_worker_loss_*``,
+    and ``time_to_accuracy_<x>`` (virtual seconds to the first evaluation at or above each
+    of ``eval.targets``; ``..._classes_0_1`` for a group's classes; NaN: never reached).
+    Values the manifest stored as null are NaN.
 
     Args:
         out_dir: a results folder of run folders.
         statuses: which run statuses to include; default all, failed runs too,
             so that the summary shows what went wrong.
     """
-    rows = [_summary_row(manifest) for _, manifest in run_manifests(out_dir, statuses)]
-    if not rows:
+    manifests = [manifest for _, manifest in run_manifests(out_dir, statuses)]
+    if not manifests:
         return pd.DataFrame(columns=[*RUN_COLUMNS, *SUMMARY_COLUMNS])
-    frame = _order(pd.DataFrame(rows), SUMMARY_COLUMNS).reset_index(drop=True)
-    frame.attrs["sweep_columns"] = _sweep_of(frame, SUMMARY_COLUMNS)
+    summary = summary_columns_of(manifests)
+    ordered = [*SUMMARY_COLUMNS, *summary]
+    frame = _order(pd.DataFrame([_summary_row(m) for m in manifests]), ordered)
+    frame = frame.reset_index(drop=True)
+    frame.attrs["sweep_columns"] = _sweep_of(frame, ordered)
+    frame.attrs["summary_columns"] = summary
     return frame
 
 
@@ -506,7 +540,9 @@ def to_xarray(frame: pd.DataFrame) -> Any:
         import xarray as xr  # optional extra: imported only when asked for
     except ImportError as err:
         raise ImportError("to_xarray needs xarray: pip install 'gemsim[notebooks]'") from err
+    summary = [c for c in frame.attrs.get("summary_columns", ()) if c in frame.columns]
     run_level = [*(c for c in RUN_COLUMNS if c in frame.columns), *sweep_columns_of(frame)]
+    run_level += summary
     per_commit = [c for c in frame.columns if c not in run_level and c != "commit"]
     data = frame.set_index(["run_id", "commit"])[per_commit]
     runs = frame[run_level].drop_duplicates("run_id").set_index("run_id")
