@@ -12,7 +12,7 @@ from gemsim import config
 from gemsim.app import run
 from gemsim.config import ScenarioError
 
-PERIOD = 0.35
+PERIOD = 0.15
 DOC = {
     "name": "eval-seconds",
     "seed": 5,
