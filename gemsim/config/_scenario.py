@@ -79,6 +79,12 @@ def _check_population(scenario: Scenario) -> None:
         for name in ("groups", "failures", "joins", "churn", "availability", "slowdowns")
         if getattr(workers, name)
     ]
+    if own and own[0] == "groups":
+        raise ValueError(
+            "workers.groups: with `clients`, the slots have no groups of their own; give the "
+            "clients groups (clients.groups: a fraction of the clients each, with its speed "
+            "law and data)"
+        )
     if own:
         raise ValueError(
             f"workers.{own[0]}: with `clients`, the slots have no {own[0]} of their own; give "

@@ -293,6 +293,7 @@ BAD = [
     ("fraction-no-client", GROUPS, [GROUP, {"fraction": 0.001}], "groups[1].fraction", "0.001"),
     ("group-speed-zero", GROUPS, [{"fraction": 0.1, "speed": NO_ZERO}], "groups.0.speed", "draw 0"),
     ("group-unknown-field", GROUPS, [{"fraction": 0.1, "count": 3}], "groups.0.count", "unknown"),
+    ("slot-groups", "workers.groups", [{"count": 1}], "workers.groups", "clients.groups"),
     (
         "group-class-absent",
         GROUPS,
@@ -312,7 +313,7 @@ BAD = [
 
 @pytest.mark.parametrize(("case", "path", "bad", "field", "value"), BAD, ids=[c[0] for c in BAD])
 def test_bad_speed_data_fields_exit_2_naming_the_field(tmp_path, case, path, bad, field, value):
-    doc = _doc(WORKERS if path == ORDER else POPULATION, path, bad)
+    doc = _doc(POPULATION if path != ORDER else WORKERS, path, bad)
     file = tmp_path / "bad.yaml"
     file.write_text(yaml.safe_dump(doc))
     result = CliRunner().invoke(app, ["trace", str(file)])
