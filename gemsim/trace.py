@@ -21,6 +21,10 @@ A run whose workers take their own number of local steps (per group, or DyLU's f
 speeds) adds a ``local_steps`` column: the mini-batches commit k holds. A trace without it
 (every commit holds the rule's one window) hashes and is written as before the column
 existed; one with it is written as format 4.
+
+A run whose network loses pushes (`workers.failures.drop_push`) adds a ``dropped`` column: the
+pushes commit k's worker lost since its previous commit (format 4 too; hashed only where
+present).
 """
 
 from __future__ import annotations
@@ -62,10 +66,13 @@ CLIENT = "client"
 LOCAL_STEPS = "local_steps"
 """The optional int64 column of a trace whose workers hold windows of their own (>= 1)."""
 
+DROPPED = "dropped"
+"""The optional int64 column of a trace whose network loses pushes (>= 0)."""
+
 _METADATA_KEY = b"gemsim.commit_trace"
 _FORMAT_VERSION = 2
 _CLIENT_FORMAT = 3  # a trace with a client column (older readers must refuse it)
-_LOCAL_STEPS_FORMAT = 4  # a trace with a local_steps column (older readers must refuse it)
+_LOCAL_STEPS_FORMAT = 4  # with a local_steps or dropped column (older readers refuse it)
 _READABLE_FORMATS = (1, 2, 3, 4)  # format 1 had no flag columns: they take their defaults
 _HASH_HEADER = b"gemsim.CommitTrace/v1\x00"
 _ENCODED = "_encoded_file"  # where a trace keeps its parquet bytes (`CommitTrace.to_parquet`)
@@ -138,6 +145,8 @@ class CommitTrace:
         n_clients: with a client column, the population's size N; None without.
         local_steps: int64 >= 1, the mini-batches commit k holds where workers take their own
             number of local steps; None where every commit holds the rule's window.
+        dropped: int64 >= 0, the pushes commit k's worker lost in the network since its
+            previous commit, where the network loses pushes; None where it loses none.
 
     The three duration columns may hold NaN where a real backend could not measure them.
     """
@@ -158,6 +167,7 @@ class CommitTrace:
     client: np.ndarray | None = None
     n_clients: int | None = None
     local_steps: np.ndarray | None = None
+    dropped: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name, dtype in COLUMNS:
@@ -190,6 +200,10 @@ class CommitTrace:
             steps = _column(LOCAL_STEPS, self.local_steps, np.dtype(np.int64))
             _first_bad(LOCAL_STEPS, steps < 1, steps, "must be >= 1")
             object.__setattr__(self, "local_steps", steps)
+        if self.dropped is not None:
+            dropped = _column(DROPPED, self.dropped, np.dtype(np.int64))
+            _first_bad(DROPPED, dropped < 0, dropped, "must be >= 0")
+            object.__setattr__(self, "dropped", dropped)
         self._validate_rows()
 
     def _validate_rows(self) -> None:
@@ -251,6 +265,7 @@ class CommitTrace:
         client: Any = None,
         n_clients: int | None = None,
         local_steps: Any = None,
+        dropped: Any = None,
     ) -> CommitTrace:
         """Build and validate a trace; ``commit`` and ``staleness`` are derived if omitted,
         and the flags take their defaults.
@@ -287,6 +302,7 @@ class CommitTrace:
             client=client,
             n_clients=n_clients,
             local_steps=local_steps,
+            dropped=dropped,
         )
 
     def __len__(self) -> int:
@@ -326,6 +342,8 @@ class CommitTrace:
             columns[CLIENT] = self.client
         if self.local_steps is not None:
             columns[LOCAL_STEPS] = self.local_steps
+        if self.dropped is not None:
+            columns[DROPPED] = self.dropped
         return columns
 
     def sha256(self) -> str:
@@ -336,7 +354,7 @@ class CommitTrace:
         hash equally on every platform; then each flag column that differs from its
         default (so a trace without restarts, joins or rounds hashes as format 1 did); then,
         for a population, ``n_clients`` and the client column (a trace without one hashes as
-        before the column existed); then the local_steps column where there is one.
+        before the column existed); then the local_steps and dropped columns where there are.
         ``duration`` and ``busy_time`` are not included.
         """
         digest = hashlib.sha256(_HASH_HEADER)
@@ -359,6 +377,9 @@ class CommitTrace:
         if self.local_steps is not None:
             digest.update(LOCAL_STEPS.encode("ascii") + b"\x00")
             digest.update(self.local_steps.astype("<i8", copy=False).tobytes())
+        if self.dropped is not None:
+            digest.update(DROPPED.encode("ascii") + b"\x00")
+            digest.update(self.dropped.astype("<i8", copy=False).tobytes())
         return digest.hexdigest()
 
     def to_pandas(self) -> pd.DataFrame:
@@ -396,7 +417,7 @@ class CommitTrace:
 
         table = pa.table(self.columns())
         version = _FORMAT_VERSION if self.client is None else _CLIENT_FORMAT
-        if self.local_steps is not None:
+        if self.local_steps is not None or self.dropped is not None:
             version = _LOCAL_STEPS_FORMAT
         meta = {"format": version, **self._attributes()}
         table = table.replace_schema_metadata({_METADATA_KEY: json.dumps(meta).encode()})
@@ -429,7 +450,9 @@ class CommitTrace:
         if missing:
             raise ValueError(f"lacks columns {missing}")
         present = [
-            name for name in (*COLUMN_NAMES, CLIENT, LOCAL_STEPS) if name in table.column_names
+            name
+            for name in (*COLUMN_NAMES, CLIENT, LOCAL_STEPS, DROPPED)
+            if name in table.column_names
         ]
         columns = {name: table.column(name).to_numpy(zero_copy_only=False) for name in present}
         return cls(

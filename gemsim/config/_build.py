@@ -58,7 +58,28 @@ def build_cluster(
         pull_at=timing.PullAt(server.pull),
         ties=timing.Ties(server.ties),
         stops=_stops(scenario),
+        drop_push=drop_push_of(scenario),
     )
+
+
+def drop_push_of(scenario: Scenario) -> float:
+    """`workers.failures.drop_push`, refused where the timing model has no lost pushes.
+
+    Raises:
+        ValueError: naming the field, the value and what is allowed.
+    """
+    p = scenario.workers.drop_push
+    if p > 0 and (scenario.clients is not None or resolve_protocol(scenario).name != "async"):
+        where = (
+            "a population"
+            if scenario.clients is not None
+            else (f"server.protocol {resolve_protocol(scenario).name!r}")
+        )
+        raise ValueError(
+            f"workers.failures.drop_push: {p:g} with {where}; allowed: lost pushes for "
+            f"persistent workers under the async protocol (0 elsewhere)"
+        )
+    return p
 
 
 def _stops(scenario: Scenario) -> timing.Stops | None:

@@ -6,10 +6,12 @@ import warnings
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    Discriminator,
     Field,
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -50,6 +52,26 @@ class FailureBlock(Block):
     restart_after: PositiveFloat | None = None
 
 
+class FailuresBlock(Block):
+    """`workers.failures` as a mapping: scheduled crashes (`crashes`, the list form's items)
+    and pushes lost in the network (`drop_push`: each push reaching the server is lost with
+    this probability, DiLoCo's robustness study; the worker pulls and computes again)."""
+
+    crashes: list[FailureBlock] = []
+    drop_push: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
+
+
+def _failures_form(value: Any) -> str:
+    return "crashes" if isinstance(value, list | tuple) else "mapping"
+
+
+Failures = Annotated[
+    Annotated[list[FailureBlock], Tag("crashes")] | Annotated[FailuresBlock, Tag("mapping")],
+    Discriminator(_failures_form),
+]
+"""`workers.failures`: a list of crashes, or `{crashes: [...], drop_push: p}`."""
+
+
 class JoinBlock(Block):
     worker: Annotated[int, Field(ge=0)]
     at: NonNegativeFloat
@@ -59,7 +81,7 @@ class WorkersBlock(Block):
     count: PositiveInt
     compute: Dist
     groups: list[WorkerGroup] = []
-    failures: list[FailureBlock] = []
+    failures: Failures = []
     joins: list[JoinBlock] = []
     churn: ChurnBlock | None = None
     availability: AvailabilityBlock | None = None
@@ -79,7 +101,7 @@ class WorkersBlock(Block):
         grouped = sum(g.count for g in self.groups)
         if grouped > self.count:
             raise ValueError(f"groups hold {grouped} workers but workers.count is {self.count}")
-        for kind, items in (("failures", self.failures), ("joins", self.joins)):
+        for kind, items in (("failures", self.crashes), ("joins", self.joins)):
             for item in items:
                 if item.worker >= self.count:
                     raise ValueError(
@@ -103,6 +125,18 @@ class WorkersBlock(Block):
                     f"which does not exist (workers are 0..{self.count - 1})"
                 )
         return self
+
+    @property
+    def crashes(self) -> list[FailureBlock]:
+        """The scheduled crashes, of either form of `failures`."""
+        failures = self.failures
+        return failures.crashes if isinstance(failures, FailuresBlock) else failures
+
+    @property
+    def drop_push(self) -> float:
+        """The probability that a push is lost (0 with the list form of `failures`)."""
+        failures = self.failures
+        return failures.drop_push if isinstance(failures, FailuresBlock) else 0.0
 
 
 class NetworkBlock(Block):

@@ -126,13 +126,14 @@ def _check_buildable(scenario: Scenario, source: str) -> None:
     """Cross-field checks the timing stage makes when its input is built (e.g. a failure
     before its worker joins). Rules are built, and checked, before a run starts: building
     one here would load JAX into `gemsim trace`, which needs none."""
-    from ._build import build_cluster
+    from ._build import build_cluster, drop_push_of
     from ._protocol_blocks import check_protocol
     from ._windows import worker_windows
 
     try:
         check_protocol(scenario)
         worker_windows(scenario)
+        drop_push_of(scenario)
     except ValueError as exc:
         raise ScenarioError(source, [str(exc)]) from None
     try:

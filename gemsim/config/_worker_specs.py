@@ -23,7 +23,7 @@ def worker_specs(scenario: Scenario) -> tuple[timing.WorkerSpec, ...]:
     churns, slows = churns + [churn] * rest, slows + [slowdowns] * rest
     joins = {j.worker: j.at for j in block.joins}
     failures: dict[int, list[timing.Failure]] = {}
-    for f in sorted(block.failures, key=lambda f: f.at):
+    for f in sorted(block.crashes, key=lambda f: f.at):
         failures.setdefault(f.worker, []).append(timing.Failure(f.at, f.restart_after))
     available = block.availability.intervals() if block.availability else {}
     return tuple(

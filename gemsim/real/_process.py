@@ -388,6 +388,13 @@ class ProcessBackend:
                 self._lose(w, started)
                 self._receive(timeout=0)
                 continue
+            lost = self.book.lost_push(w)
+            if lost is not None:  # the network lost it: the worker pulls and goes again
+                self.rows.array[w] = lost
+                if self._workers[w].state == "working" and not self._stopped_if_done(w, started):
+                    self._go(w, pull=False)
+                self._receive(timeout=0)
+                continue
             work = np.array(self.outbox.array[w])
             client = None if self.pool is None else self.pool.client_of[w]
             row = self.book.commit(

@@ -92,6 +92,11 @@ class _Server:
             return None
         if self.pool is not None:
             return self._commit_task(w, work, compute, sent, started)
+        lost = self.book.lost_push(w)
+        if lost is not None:  # the network lost it: the worker pulls and goes again
+            if not self.book.wants_more(w, self.clock()):
+                return None
+            return lost.copy(), self.book.first_step(w), self.book.next_cycle(w)
         row = self.book.commit(
             w, work, compute=compute, arrived=sent - self.t0, started=started, clock=self.clock
         )

@@ -54,12 +54,20 @@ class _Columns:
     service: list[float] = field(default_factory=list)
     fresh: list[bool] = field(default_factory=list)
     client: list[int] = field(default_factory=list)  # a population's only
+    dropped: list[int] = field(default_factory=list)  # with lost pushes only
 
 
 class ServerBook:
     """The central variable, the rule's server state, and the record of a real run."""
 
-    def __init__(self, compiled: Compiled, budget: timing.Budget, n_clients: int | None = None):
+    def __init__(
+        self,
+        compiled: Compiled,
+        budget: timing.Budget,
+        n_clients: int | None = None,
+        *,
+        drops: list | None = None,
+    ):
         if (n_clients is not None) != compiled.population:
             raise ValueError("a population's book needs a population's Compiled, and back")
         self.compiled = compiled
@@ -81,6 +89,12 @@ class ServerBook:
         self._cols = _Columns()
         self._outputs: list = []
         self._busy = 0.0
+        # Lost pushes: each worker's draws (`timing.drop_draw`, the timing model's), the
+        # pushes it lost since its last commit, and the row of that commit (a pull after a
+        # loss starts from it, as the engine's host fill does).
+        self.drops = drops
+        self.pending_drops = np.zeros(n, np.int64)
+        self._committed_row: dict[int, np.ndarray] = {}
 
     # --- the protocol ------------------------------------------------------------------
 
@@ -105,6 +119,18 @@ class ServerBook:
         cycle = int(self.cycles_of[worker])
         self.cycles_of[worker] += 1
         return cycle
+
+    def lost_push(self, worker: int) -> np.ndarray | None:
+        """Whether the network loses the push of `worker` now reaching the server (its next
+        draw): the work is then discarded, and the worker pulls the current version from the
+        row of its last commit and computes again; returns that row, else None."""
+        if self.drops is None or not self.drops[worker]():
+            return None
+        committed = self._committed_row.setdefault(worker, self.rows[worker].copy())
+        self.rows[worker] = self.compiled.pulled_row(self.carry, committed, fresh=False)
+        self.pulled[worker] = self.version
+        self.pending_drops[worker] += 1
+        return self.rows[worker]
 
     def wants_more(self, worker: int, now: float) -> bool:
         """Whether the worker should compute another commit."""
@@ -176,6 +202,10 @@ class ServerBook:
         c.queue.append(max(0.0, started - arrived))
         c.service.append(finished - started)
         c.fresh.append(bool(self.new_life[worker]))
+        if self.drops is not None:
+            c.dropped.append(int(self.pending_drops[worker]))
+            self.pending_drops[worker] = 0
+            self._committed_row.pop(worker, None)
         if client is not None:
             c.client.append(client)
         self.new_life[worker] = False
@@ -216,6 +246,7 @@ class ServerBook:
             client=None if self.n_clients is None else np.asarray(c.client, np.int64),
             n_clients=self.n_clients,
             local_steps=self._local_steps(),
+            dropped=None if self.drops is None else np.asarray(c.dropped, np.int64),
         )
 
     def _local_steps(self) -> np.ndarray | None:
@@ -262,4 +293,6 @@ def server_book(job: RealJob) -> ServerBook:
     )
     population = job.spec.population
     n_clients = None if population is None else population.n_clients
-    return ServerBook(compiled, job.spec.budget, n_clients)
+    p = job.spec.drop_push
+    drops = [timing.drop_draw(job.seed, w, p) for w in range(job.n_workers)] if p > 0 else None
+    return ServerBook(compiled, job.spec.budget, n_clients, drops=drops)

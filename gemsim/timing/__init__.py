@@ -32,6 +32,7 @@ from ._distributions import Pareto as Pareto
 from ._distributions import Uniform as Uniform
 from ._distributions import Weibull as Weibull
 from ._draws import check_compute as check_compute
+from ._draws import drop_draw as drop_draw
 from ._fit import Calibration as Calibration
 from ._fit import Fit as Fit
 from ._fit import GroupFit as GroupFit

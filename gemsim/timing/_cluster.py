@@ -232,6 +232,9 @@ class ClusterSpec:
             of their computations (`Ties.BY_START`) or by worker index (`BY_WORKER`).
         stops: computations in flight the server stops and restarts (`DelayStops`,
             `BatchRestarts`; async protocol only), or None. See `gemsim.timing._server_options`.
+        drop_push: the probability that a push is lost in the network (DiLoCo's robustness
+            study), in [0, 1): the server never sees it, and the worker pulls the current
+            version and computes again. Persistent workers under the async protocol only.
     """
 
     workers: tuple[WorkerSpec, ...]
@@ -251,6 +254,7 @@ class ClusterSpec:
     pull_at: PullAt = PullAt.AFTER_APPLY
     ties: Ties = Ties.BY_START
     stops: Stops | None = None
+    drop_push: float = 0.0
 
     def __post_init__(self) -> None:
         workers = self.workers
@@ -297,6 +301,7 @@ class ClusterSpec:
         _set(self, "pull_at", check_enum("ClusterSpec.pull_at", self.pull_at, PullAt))
         _set(self, "ties", check_enum("ClusterSpec.ties", self.ties, Ties))
         check_instance("ClusterSpec.stops", self.stops, STOP_TYPES, optional=True)
+        self._check_drop_push()
         check_options(self)
         self._check_size()
 
@@ -318,6 +323,18 @@ class ClusterSpec:
         if self.population is not None:
             raise ValueError(
                 "ClusterSpec.windows: a population's slots take the rule's window; allowed: None"
+            )
+
+    def _check_drop_push(self) -> None:
+        p = _real("ClusterSpec", "drop_push", self.drop_push, positive=False)
+        if not p < 1.0:
+            raise ValueError(f"ClusterSpec.drop_push must be in [0, 1), got {p!r}")
+        _set(self, "drop_push", p)
+        if p > 0 and (self.population is not None or not isinstance(self.protocol, Async)):
+            raise ValueError(
+                f"ClusterSpec.drop_push {p!r}: lost pushes are modelled for persistent workers "
+                f"under the async protocol; got protocol {self.protocol!r}"
+                + (" and a population" if self.population is not None else "")
             )
 
     def window_of(self, worker: int) -> int:

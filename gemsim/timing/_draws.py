@@ -42,6 +42,7 @@ SERVER_KEY = 1
 COMPUTE, PUSH, PULL = 0, 1, 2
 CHURN_UP, CHURN_DOWN = 3, 4
 SLOW_EVERY, SLOW_FACTOR, SLOW_DURATION = 5, 6, 7
+DROP = 8  # a worker's lost pushes (`ClusterSpec.drop_push`)
 SERVICE, DISCIPLINE, SELECTION = 0, 1, 2
 CLIENT_KEY = 2
 CLIENT_SPEED, CLIENT_CHURN = 0, 1
@@ -158,10 +159,16 @@ def service_draw(spec: ClusterSpec, seed: int) -> Draw | None:
     return draw_stream(spec.service, (seed, SERVER_KEY, SERVICE))
 
 
-def uniform_draw(seed: int, use: int = DISCIPLINE) -> Draw:
-    """The server's stream of uniform ``[0, 1)`` values for the RANDOM discipline (or, with
-    ``use=SELECTION``, for a population's selections)."""
-    rng = np.random.default_rng(seed_sequence(seed, SERVER_KEY, use))
+def drop_draw(seed: int, worker: int, p: float) -> Callable[[], bool]:
+    """Whether each push of ``worker`` that reaches the server is lost in the network (with
+    probability ``p``), one uniform draw of its own stream per push: the timing model and the
+    real backends read the same decisions."""
+    uniform = _uniform_stream(seed_sequence(seed, WORKER_KEY, worker, DROP))
+    return lambda: uniform() < p
+
+
+def _uniform_stream(sequence: np.random.SeedSequence) -> Draw:
+    rng = np.random.default_rng(sequence)
 
     def blocks() -> Iterator[list[float]]:
         size = FIRST_BLOCK
@@ -170,3 +177,9 @@ def uniform_draw(seed: int, use: int = DISCIPLINE) -> Draw:
             size = min(2 * size, MAX_BLOCK)
 
     return itertools.chain.from_iterable(blocks()).__next__
+
+
+def uniform_draw(seed: int, use: int = DISCIPLINE) -> Draw:
+    """The server's stream of uniform ``[0, 1)`` values for the RANDOM discipline (or, with
+    ``use=SELECTION``, for a population's selections)."""
+    return _uniform_stream(seed_sequence(seed, SERVER_KEY, use))

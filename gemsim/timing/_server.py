@@ -67,6 +67,9 @@ class Server:
         state.pulled_versions.append(state.pulled[w])
         state.compute_times.append(state.computed[w])
         state.queue_times.append(now - state.arrived[w])
+        if state.drops is not None:  # the pushes the worker lost since its last commit
+            state.dropped_rows.append(state.pending_drops[w])
+            state.pending_drops[w] = 0
         return t
 
     def take(self, w: int, last: bool) -> None:
@@ -140,6 +143,8 @@ class Server:
             column.pop()
         if state.service is not None:
             state.service_times.pop()
+        if state.drops is not None:
+            state.dropped_rows.pop()
         if state.fresh_rows and state.fresh_rows[-1] == row:
             state.fresh_rows.pop()
         self._stop()

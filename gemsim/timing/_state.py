@@ -32,7 +32,7 @@ from simpy.events import NORMAL, Event
 from gemsim.trace import CommitTrace
 
 from ._cluster import ClusterSpec, CommitBudget, Discipline, SecondsBudget, StepsBudget
-from ._draws import Draw, WorkerDraws, service_draw, uniform_draw, worker_draws
+from ._draws import Draw, WorkerDraws, drop_draw, service_draw, uniform_draw, worker_draws
 from ._lives import SlowdownClock
 from ._server_options import Ties
 from ._server_protocols import KSync
@@ -158,6 +158,15 @@ class SimState:
         # What an arrival runs (a protocol may hook it: k_sync); every arrival's Timer shares
         # this list.
         self.arrivals: Callbacks = [self._on_arrival]
+        # Lost pushes (`ClusterSpec.drop_push`): each push reaching the server is lost with
+        # its worker's draw; the worker then pulls and computes again.
+        self.drops: list[Callable[[], bool]] | None = None
+        self.dropped = [0] * n  # pushes lost, per worker (the report)
+        self.pending_drops = [0] * n  # lost since the worker's last commit
+        self.dropped_rows: list[int] = []  # per commit row: the pushes lost before it
+        if spec.drop_push > 0:
+            self.drops = [drop_draw(seed, w, spec.drop_push) for w in range(n)]
+            self.arrivals[0] = self._on_arrival_or_drop
         self.arm: Callable[[int, bool], None] = self._tracked_arm if tracked else self._arm
         # Trace columns, one row per commit, written when its service begins (commit index
         # and staleness are derived at the end; see `_server.Server.begin`).
@@ -243,6 +252,21 @@ class SimState:
             self.queue.append(w)
         else:
             server.take(w, True)
+
+    def _on_arrival_or_drop(self, timer: Timer) -> None:
+        """`_on_arrival`, unless the network loses the push: then the server never sees it,
+        and the worker pulls the current version and starts another computation."""
+        w = timer._value
+        if self.waits[w] is not timer:
+            return
+        if self.drops[w]():
+            self.waits[w] = None
+            if self.env._now <= self.horizon:
+                self.dropped[w] += 1
+                self.pending_drops[w] += 1
+            self.arm(w, True)
+            return
+        self._on_arrival(timer)
 
     def arrive(self, w: int, *, last: bool = False) -> None:
         """Worker ``w``'s gradient reaches the PS: it queues, or an idle server takes it.
@@ -347,6 +371,7 @@ class SimState:
             client=None if client is None else np.asarray(client, dtype=np.int64),
             n_clients=n_clients,
             local_steps=self._local_steps(),
+            dropped=None if self.drops is None else np.asarray(self.dropped_rows, np.int64),
         )
 
     def _local_steps(self) -> np.ndarray | None:

@@ -1,0 +1,103 @@
+"""Lost pushes (`workers.failures: {drop_push: p}`, DiLoCo's robustness study): each push that
+reaches the server is lost with probability p, decided by its worker's own seeded stream;
+the trace's `dropped` column counts the pushes a worker lost before each of its commits;
+p = 0 is no failure at all; bad values are refused naming the field."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gemsim import config, timing
+from gemsim.app import simulate_timing
+from gemsim.config import ScenarioError
+
+
+def _doc(failures, **extra):
+    return {
+        "name": "drops",
+        "seed": 11,
+        "workers": {
+            "count": 3,
+            "compute": {"dist": "lognormal", "median": 1.0, "sigma": 0.4},
+            "failures": failures,
+        },
+        "budget": {"commits": 3000},
+        "optimizer": {"rule": "local", "window": 2},
+        **extra,
+    }
+
+
+def flags_of(trace, w):
+    """Worker w's push outcomes in order, read from the trace: before each of its commits,
+    `dropped` lost pushes, then the one that was committed."""
+    out = []
+    for d in trace.dropped[trace.worker == w].tolist():
+        out += [True] * d + [False]
+    return out
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_pushes_are_lost_at_their_rate_by_each_workers_own_draws(p):
+    trace = simulate_timing(config.parse_scenario(_doc({"drop_push": p}), "d"))
+    lost = int(trace.dropped.sum())
+    pushes = lost + len(trace)
+    assert abs(lost / pushes - p) < 4 * math.sqrt(p * (1 - p) / pushes)
+    for w in range(3):
+        flags = flags_of(trace, w)
+        draw = timing.drop_draw(11, w, p)
+        assert flags == [draw() for _ in flags]
+
+
+def test_a_lost_push_is_computed_again_from_a_new_pull():
+    """A commit after lost pushes took at least one more cycle: its worker's previous commit
+    was at least a compute time and a fresh pull earlier, and it pulled after that commit."""
+    trace = simulate_timing(config.parse_scenario(_doc({"drop_push": 0.5}), "d"))
+    for w in range(3):
+        rows = np.flatnonzero(trace.worker == w)
+        for a, b in zip(rows[:-1], rows[1:], strict=True):
+            if trace.dropped[b]:
+                assert trace.pulled_version[b] >= a + 1
+                assert trace.time[b] - trace.time[a] > trace.compute_time[b]
+
+
+def test_no_loss_is_no_failure_at_all():
+    plain = simulate_timing(config.parse_scenario(_doc([]), "d"))
+    zero = simulate_timing(config.parse_scenario(_doc({"drop_push": 0.0}), "d"))
+    assert zero.dropped is None and zero.sha256() == plain.sha256()
+    again = simulate_timing(config.parse_scenario(_doc({"drop_push": 0.2}), "d"))
+    assert (
+        again.sha256()
+        == simulate_timing(config.parse_scenario(_doc({"drop_push": 0.2}), "d")).sha256()
+    )
+    assert again.sha256() != plain.sha256()
+
+
+def test_crashes_and_lost_pushes_together():
+    failures = {"crashes": [{"worker": 1, "at": 50.0, "restart_after": 10.0}], "drop_push": 0.2}
+    trace = simulate_timing(config.parse_scenario(_doc(failures), "d"))
+    assert trace.dropped.sum() > 0
+    assert trace.fresh[trace.worker == 1].sum() == 2  # the restart's new life
+
+
+@pytest.mark.parametrize(
+    ("failures", "extra", "field"),
+    [
+        ({"drop_push": 1.0}, {}, "drop_push"),
+        ({"drop_push": -0.1}, {}, "drop_push"),
+        ({"drop_push": 0.1}, {"server": {"protocol": "sync"}}, "workers.failures.drop_push"),
+        ({"drop_push": 0.1, "crashes": [{"worker": 5, "at": 1.0}]}, {}, "worker 5"),
+    ],
+)
+def test_bad_lost_pushes_are_refused_naming_the_field(failures, extra, field):
+    with pytest.raises(ScenarioError) as err:
+        config.parse_scenario(_doc(failures, **extra), "d")
+    assert field in str(err.value)
+
+
+def test_a_population_refuses_lost_pushes():
+    doc = _doc({"drop_push": 0.1}, clients={"population": 20, "concurrency": 3})
+    with pytest.raises(ScenarioError, match="workers.failures"):
+        config.parse_scenario(doc, "d")
