@@ -118,4 +118,4 @@ def _number(value: float) -> float | None:
 
 
 def _text(value: float | None) -> str:
-    return "n/a (a constant)" if value is None else f"{value:.3f}"
+    return "n/a (slowness or the quantity constant)" if value is None else f"{value:.3f}"
