@@ -128,11 +128,13 @@ def _check_buildable(scenario: Scenario, source: str) -> None:
     one here would load JAX into `gemsim trace`, which needs none."""
     from ._build import build_cluster, drop_push_of
     from ._protocol_blocks import check_protocol
-    from ._windows import worker_windows
+    from ._windows import DynamicWindow, worker_windows
+    from ._worker_specs import worker_specs
 
     try:
         check_protocol(scenario)
-        worker_windows(scenario)
+        dynamic = isinstance(getattr(scenario.optimizer, "window", None), DynamicWindow)
+        worker_windows(scenario, worker_specs(scenario) if dynamic else None)
         drop_push_of(scenario)
     except ValueError as exc:
         raise ScenarioError(source, [str(exc)]) from None

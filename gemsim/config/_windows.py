@@ -79,9 +79,7 @@ def worker_windows(
         )
     if dynamic:
         if workers is None:
-            from ._worker_specs import worker_specs
-
-            workers = worker_specs(scenario)
+            raise ValueError("a dynamic window needs the scenario's worker specs")
         rates = [_step_rate(w, ws) for w, ws in enumerate(workers)]
         return dylu_windows(rates, window.dynamic)
     default = static_window(window) if window is not None else 1
