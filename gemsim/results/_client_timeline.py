@@ -100,7 +100,8 @@ def plot_client_timeline(
     """A Gantt chart of a population run's tasks between ``start`` and ``end``: one row per
     client (or slot), a bar per task from its start to its end, coloured by outcome:
     committed (solid), lost when its client went down (hatched, a cross at the loss) and in
-    flight at the run's end (grey, drawn to the window's end). The legend counts each.
+    flight at the run's end (grey, drawn to the window's end). The legend counts each; each
+    bar's gid is its task's outcome (``committed``, ``lost``, ``in_flight``).
 
     Args:
         run: a `RunResult`, a run folder, or one run's :func:`load_tasks` frame.
@@ -136,6 +137,7 @@ def plot_client_timeline(
         right = part["end"].fillna(hi).to_numpy(float)
         y = part[by].map(row).to_numpy(float)
         label = f"{OUTCOME_LABELS[name]} ({len(part):,})"
+        look = {**look, "gid": name}  # each bar names its outcome
         ax.barh(y, right - left, left=left, height=0.8, label=label, **{**look, **kw})
         if name == "lost":
             ax.plot(right, y, linestyle="none", marker="x", color="black", markersize=5)

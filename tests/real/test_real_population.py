@@ -146,6 +146,33 @@ def test_clients_down_are_never_chosen_and_slots_wait_for_one_to_come_up(tmp_pat
     np.testing.assert_array_equal(flat(replay.params), flat(real.params))
 
 
+@pytest.mark.slow
+def test_a_real_population_runs_tasks_are_its_traces_rows_and_sum_to_its_counts(churned):
+    """The server's pool keeps every task (`clients_tasks.parquet`): the committed ones are
+    the trace's rows, in order (client, slot, commit time, staleness); the others lost, at
+    most one a slot in flight at the end; each client's tasks add up to its counts."""
+    real, replay = churned
+    tasks, trace, summary = real.tasks, real.trace, real.worker_summary
+    committed = tasks[tasks.outcome == "committed"].sort_values("commit")
+    np.testing.assert_array_equal(committed.commit, np.arange(len(trace)))
+    np.testing.assert_array_equal(committed.client, trace.client)
+    np.testing.assert_array_equal(committed.slot, trace.worker)
+    np.testing.assert_array_equal(committed.end, trace.time)
+    np.testing.assert_array_equal(committed.staleness, trace.staleness)
+    # The server's order: a slot's task starts after its previous one ended.
+    ends = tasks.end.fillna(np.inf)
+    for w in range(N_SLOTS):
+        mine = np.flatnonzero(tasks.slot == w)
+        assert np.all(tasks.start.to_numpy()[mine[1:]] >= ends.to_numpy()[mine[:-1]] - 1e-9)
+    in_flight = tasks.outcome == "in_flight"
+    assert in_flight.sum() <= N_SLOTS and tasks[in_flight].slot.is_unique
+    for column, outcome in (("started", None), ("commits", "committed"), ("lost", "lost")):
+        chosen = tasks if outcome is None else tasks[tasks.outcome == outcome]
+        counts = np.bincount(chosen.client, minlength=N_CLIENTS)
+        np.testing.assert_array_equal(summary[column], counts, err_msg=column)
+    assert replay.tasks is None  # a replay's tasks are not known
+
+
 # --- the server's pool of clients, alone (no process) ------------------------------------
 
 
@@ -176,3 +203,29 @@ def test_a_task_whose_client_goes_down_is_lost_and_wakes_a_waiting_slot_when_it_
     assert pool.lost.tolist() == [1, 0, 0, 0] and pool.completed.sum() == 0
     assert pool.wake_at == 4.0  # released while down: the waiting slot wakes when it is up
     assert pool.woken(4.0) == [(1, 0)]
+
+
+def test_the_pool_keeps_each_task_its_start_end_and_outcome():
+    pool = pool_of({0: ((3.0, 4.0),)}, n=3, slots=2)
+    a, b = pool.take(0, 0.0), pool.take(1, 0.5)
+    assert pool.release(1, 1.0, committed=True) == b  # commit 0
+    c = pool.take(1, 1.0)
+    pool.release(1, 2.5, committed=True)  # commit 1
+    assert a == 0 and pool.lost_by(0, 3.2)
+    pool.release(0, 3.2, committed=False)  # its client went down at 3.0: lost then
+    pool.take(0, 3.2)
+    pool.drop(1, 3.5)  # nothing in flight there: nothing changes
+    d = pool.take(1, 3.6)
+    pool.drop(1, 3.7)  # its process died: lost at that moment
+    report = pool.report()
+    tasks = report.tasks
+    assert tasks.client.tolist()[:3] == [a, b, c] and tasks.slot.tolist() == [0, 1, 1, 0, 1]
+    assert tasks.start.tolist() == [0.0, 0.5, 1.0, 3.2, 3.6]
+    np.testing.assert_array_equal(tasks.end, [3.0, 1.0, 2.5, np.nan, 3.7])
+    ok, lost, flying = timing.TASK_COMMITTED, timing.TASK_LOST, timing.TASK_IN_FLIGHT
+    assert tasks.outcome.tolist() == [lost, ok, ok, flying, lost]
+    assert tasks.commit.tolist() == [-1, 0, 1, -1, -1] and tasks.client[4] == d
+    for name, outcome in (("completed", ok), ("lost", lost)):
+        counts = np.bincount(tasks.client[tasks.outcome == outcome], minlength=3)
+        np.testing.assert_array_equal(getattr(report, name), counts)
+    np.testing.assert_array_equal(report.started, np.bincount(tasks.client, minlength=3))
