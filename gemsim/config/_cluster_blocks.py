@@ -61,12 +61,17 @@ class FailuresBlock(Block):
     drop_push: Annotated[float, Field(ge=0.0, lt=1.0)] = 0.0
 
 
+FORM_TAGS = ("list-form", "mapping-form")
+"""The tags of a field that takes a list or a mapping (left out of error messages' paths)."""
+
+
 def _failures_form(value: Any) -> str:
-    return "crashes" if isinstance(value, list | tuple) else "mapping"
+    return FORM_TAGS[0] if isinstance(value, list | tuple) else FORM_TAGS[1]
 
 
 Failures = Annotated[
-    Annotated[list[FailureBlock], Tag("crashes")] | Annotated[FailuresBlock, Tag("mapping")],
+    Annotated[list[FailureBlock], Tag(FORM_TAGS[0])]
+    | Annotated[FailuresBlock, Tag(FORM_TAGS[1])],
     Discriminator(_failures_form),
 ]
 """`workers.failures`: a list of crashes, or `{crashes: [...], drop_push: p}`."""

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from gemsim._checks import describe_value
 
+from ._cluster_blocks import FORM_TAGS
 from ._code_refs import forget_derived
 from ._errors import ScenarioError
 from ._optimizer import IMPORT_TAG
@@ -187,6 +188,8 @@ def _field_path(loc: tuple, data: Any) -> list:
     out, node = [], data
     for item in loc:
         if isinstance(node, Mapping) and item not in node and _is_tag(item, node):
+            continue
+        if item in FORM_TAGS:  # which form (a list or a mapping) of the field was given
             continue
         if isinstance(node, Mapping) and item == "law" and item not in node:
             continue  # a mixture component's law sits beside its weight in the file
