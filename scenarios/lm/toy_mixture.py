@@ -10,7 +10,9 @@ units; `make` defaults to fewer points and units, for a CPU. Everything comes fr
 
 A scenario names it as a model by import path (`model: {import: "toy_mixture:make", kwargs:
 {...}}`: the module is found beside the scenario), which returns the model and its data. To
-write the arrays for another tool::
+write the arrays for another tool (benchmarks/asyncdiloco_toy.py hands them to the authors'
+notebook) and train on that file (`model: {import: "toy_mixture:make_model"}` with `dataset:
+{name: arrays, path: toy_mixture.npz}`)::
 
     python scenarios/lm/toy_mixture.py toy_mixture.npz [--train 16384 --test 4096 --seed 0]
 """
@@ -53,14 +55,15 @@ class Mlp:
     def init(self, key):
         import jax
 
-        k1, k2 = jax.random.split(key)
-        # PyTorch's default for nn.Linear, as the toy's model uses: U(+-1/sqrt(fan_in)).
+        k1, k2, k3, k4 = jax.random.split(key, 4)
+        # PyTorch's default for nn.Linear, as the toy's model uses: weights and biases both
+        # U(+-1/sqrt(fan_in)).
         b1, b2 = 1 / np.sqrt(self.dim), 1 / np.sqrt(self.hidden)
         return {
             "w1": jax.random.uniform(k1, (self.dim, self.hidden), minval=-b1, maxval=b1),
-            "b1": jax.numpy.zeros(self.hidden),
-            "w2": jax.random.uniform(k2, (self.hidden, self.classes), minval=-b2, maxval=b2),
-            "b2": jax.numpy.zeros(self.classes),
+            "b1": jax.random.uniform(k2, (self.hidden,), minval=-b1, maxval=b1),
+            "w2": jax.random.uniform(k3, (self.hidden, self.classes), minval=-b2, maxval=b2),
+            "b2": jax.random.uniform(k4, (self.classes,), minval=-b2, maxval=b2),
         }
 
     def predict(self, params, x):
@@ -83,6 +86,12 @@ def make(n_train=16384, n_test=4096, classes=4, clusters_per_class=8, dim=512, n
     """``(model, data)`` for gemsim: the toy's network and its mixture data."""
     data = arrays(n_train, n_test, classes, clusters_per_class, dim, noise, seed)
     return Mlp(dim, hidden, classes), data
+
+
+def make_model(dim=512, hidden=256, classes=4):
+    """The network alone, for a scenario that reads the data from a file (`dataset: {name:
+    arrays, path: toy_mixture.npz}`, written by this script)."""
+    return Mlp(dim, hidden, classes)
 
 
 def main() -> None:
