@@ -43,14 +43,21 @@ its ``get_sync_weight`` (``sqrt(K)/K``, 0.5 for 4 workers) before the outer step
 learning rate is set to the scenario's divided by that weight, so that both sides take the
 same step. Delayed Nesterov is not in the notebook: its rows run the toy's loop with
 ``vanilla`` replaced by Algorithm 3, written here from the paper as
-``gemsim.rules.delayed_nesterov`` is.
+``gemsim.rules.delayed_nesterov`` is. Nor is a runnable DyLU: ``sample_train_task`` has a
+``scale_steps`` path that no cell takes and that fails as published; ``tasks`` below makes it
+run (see there), and gemsim's DyLU row takes the counts it gives per worker (its floor of 5
+steps is not eq. 6's; at the toy's speeds 20, 15, 7 and 5 against 20, 15, 7 and 3) as group
+windows (``workers.groups[i].window``), and the number of commits the toy made (it stops at
+a number of local steps, gemsim at a number of commits). A last row is gemsim's DyLU by eq. 6
+(``window: {dynamic: H}``), which the toy has no counterpart of.
 
-gemsim's side: the scenario's synchronous DiLoCo (its first outer optimizer under ``sync``)
-and each of its outer optimizers under ``async``, ``repeats`` = ``--seeds``, the model
-``toy_mixture:make_model`` of ``--hidden`` units on the ``.npz`` (``problem.dataset``), in two
-settings: ``gemsim`` (the scenario: ``local`` keeps each worker's AdamW state across its
-commits) and ``gemsim-fresh`` (``local_fresh_inner`` below: a new AdamW state at every
-commit, as the toy's ``inner_loop`` builds its optimizer anew).
+gemsim's side: the scenario's synchronous DiLoCo (its first outer optimizer under ``sync``),
+each of its outer optimizers under ``async``, and its Delayed Nesterov with DyLU,
+``repeats`` = ``--seeds``, the model ``toy_mixture:make_model`` of ``--hidden`` units on the
+``.npz`` (``problem.dataset``), in two settings: ``gemsim`` (the scenario: ``local`` keeps
+each worker's AdamW state across its commits) and ``gemsim-fresh`` (``local_fresh_inner``
+below: a new AdamW state at every commit, as the toy's ``inner_loop`` builds its optimizer
+anew).
 
 Both sides' final parameters are evaluated here by one numpy function: loss and accuracy on
 the whole training set and on the test set. The table gives, per variant and setting, the
@@ -167,20 +174,32 @@ def set_data(nb: types.ModuleType, data, spec: dict) -> None:
 
 
 @contextlib.contextmanager
-def own_shards(nb: types.ModuleType):
-    """Each task of worker k takes shard k (gemsim's partition), not the least visited one."""
-    task, sample, current = nb.sample_train_task, nb.sample_data, {}
+def tasks(nb: types.ModuleType, exp, own: bool, dylu: bool):
+    """The toy's tasks for one run, changed where asked. ``own``: each task of worker k takes
+    shard k (gemsim's partition), not the least visited shard. ``dylu``: its own DyLU path,
+    ``sample_train_task(..., scale_steps=True)``, which no cell takes and which does not run
+    as published: the global ``workers`` it reads is set to the run's, and ``inner_loop`` is
+    handed the task's ``num_train_steps`` where ``train`` passes ``default_inner_steps``."""
+    task, sample, submit, last = nb.sample_train_task, nb.sample_data, exp.train_writer.submit, {}
 
-    def tracked(worker, experiment, *args, **kwargs):
-        current["worker"] = worker.worker_id
-        return task(worker, experiment, *args, **kwargs)
+    def tracked(worker, experiment, train_steps, scale_steps=False):
+        last["worker"] = worker
+        return task(worker, experiment, train_steps, scale_steps=scale_steps or dylu)
+
+    def submit_own_steps(fn, model, dataset, indices, steps, *rest):
+        return submit(fn, model, dataset, indices, last["worker"].num_train_steps, *rest)
 
     nb.sample_train_task = tracked
-    nb.sample_data = lambda shards: shards[current["worker"]].data_id
+    if own:
+        nb.sample_data = lambda shards: shards[last["worker"].worker_id].data_id
+    if dylu:
+        nb.workers, exp.train_writer.submit = exp.workers, submit_own_steps
     try:
         yield
     finally:
         nb.sample_train_task, nb.sample_data = task, sample
+        if dylu:
+            del nb.workers
 
 
 def longer(indices: np.ndarray, spec: dict, seed: int) -> np.ndarray:
@@ -231,7 +250,7 @@ def experiment_class(nb: types.ModuleType, variant: dict):
         base.close(self)
 
     def synchronize(self, w):
-        self.commits.append((int(w.worker_id), float(self.time_now)))
+        self.commits.append((int(w.worker_id), float(self.time_now), int(w.num_train_steps)))
         base.synchronize(self, w)
 
     def vanilla(self, pseudo_gradient, sync_weight):
@@ -278,10 +297,13 @@ def authors_arguments(nb: types.ModuleType, variant: dict, setting: str, spec: d
 def run_authors(nb: types.ModuleType, variant: dict, setting: str, seed: int, spec: dict):
     """One run of the toy's loop: its final parameters, its commits and its last evaluation."""
     kwargs = authors_arguments(nb, variant, setting, spec)
-    shards = own_shards(nb) if setting == "aligned" else contextlib.nullcontext()
-    with contextlib.redirect_stdout(sys.stderr), shards:
+    with contextlib.redirect_stdout(sys.stderr):
         exp = experiment_class(nb, variant)(seed=seed, **kwargs)
-        exp.commits = []
+    exp.commits = []
+    with (
+        contextlib.redirect_stdout(sys.stderr),
+        tasks(nb, exp, setting == "aligned", variant["dylu"]),
+    ):
         speeds = [w.device_sec_per_step for w in exp.workers]
         if speeds != spec["speeds"]:
             raise SystemExit(
@@ -312,6 +334,8 @@ def authors_main(spec_path: Path) -> None:
     set_data(nb, data, spec)
     out = []
     for variant in spec["variants"]:
+        if variant["dylu"] == "eq6":
+            continue  # the toy's DyLU has its own counts (see ``tasks``)
         for setting in spec["settings"]:
             for seed in range(spec["seeds"]):
                 start = time.perf_counter()
@@ -367,20 +391,28 @@ def outer_label(outer: dict) -> str:
 
 
 def scenario_spec(args) -> dict:
-    """What both sides take from the scenario: speeds, H, the inner optimizer, the variants."""
+    """What both sides take from the scenario: speeds, H, the inner optimizer, the variants:
+    its first outer optimizer under ``sync``, each of them under ``async``, and its Delayed
+    Nesterov with DyLU (the toy's own step counts; in gemsim also eq. 6's)."""
     from gemsim.config import read_document
 
     doc = read_document(SCENARIO)
     outers = doc["sweep"]["optimizer.outer"]
     if doc["sweep"]["server.protocol"] != ["sync", "async"]:
         raise SystemExit(f"{SCENARIO.name}: expected server.protocol [sync, async] in its sweep")
+    (dn,) = [o for o in outers if o["name"] == "delayed_nesterov"]
     variants = [{"key": f"sync DiLoCo, {outer_label(outers[0])}", "protocol": "sync",
-                 "outer": outers[0]}]  # fmt: skip
-    variants += [{"key": f"async, {outer_label(o)}", "protocol": "async", "outer": o}
-                 for o in outers]  # fmt: skip
+                 "outer": outers[0], "dylu": False}]  # fmt: skip
+    variants += [{"key": f"async, {outer_label(o)}", "protocol": "async", "outer": o,
+                  "dylu": False} for o in outers]  # fmt: skip
+    variants += [{"key": f"async, {outer_label(dn)}, DyLU (the toy's counts)",
+                  "protocol": "async", "outer": dn, "dylu": True},
+                 {"key": f"async, {outer_label(dn)}, DyLU (eq. 6), gemsim only",
+                  "protocol": "async", "outer": dn, "dylu": "eq6"}]  # fmt: skip
     inner = doc["optimizer"]["inner"]
     return {
         "workers": doc["workers"]["count"],
+        "groups": doc["workers"]["groups"],
         "speeds": [g["compute"]["value"] for g in doc["workers"]["groups"]],
         "window": doc["optimizer"]["window"],
         "inner_lr": inner["learning_rate"],
@@ -404,10 +436,38 @@ def write_data(spec: dict, work: Path) -> Path:
     return path
 
 
-def run_gemsim(spec: dict, data_path: Path, work: Path) -> tuple[list[dict], list]:
-    """The scenario's variants, ``seeds`` repeats each, with ``local`` and with
-    ``local_fresh_inner``: each run's evaluated final parameters, and the asynchronous
-    protocol's commits (worker, time) from one run's trace."""
+def toy_dylu(authors: list[dict], spec: dict) -> dict:
+    """The toy's DyLU run (gemsim's settings, seed 0): its commits and each worker's steps."""
+    key = next(v["key"] for v in spec["variants"] if v["dylu"] is True)
+    commits = next(r["commits"] for r in authors if r["variant"] == key
+                   and r["setting"] == "aligned" and r["seed"] == 0)  # fmt: skip
+    steps = {w: {k for w_, _, k in commits if w_ == w} for w in range(spec["workers"])}
+    if any(len(k) != 1 for k in steps.values()):
+        raise SystemExit(f"the toy's DyLU run took varying steps per worker: {steps}")
+    return {"commits": len(commits), "windows": [steps[w].pop() for w in sorted(steps)]}
+
+
+def gemsim_runs(spec: dict, dylu: dict) -> list[tuple[list[dict], dict]]:
+    """The variants in groups of one sweep each, with each group's overrides."""
+    fixed = {(p, False) for p in ("sync", "async")}
+    groups = [([v for v in spec["variants"] if (v["protocol"], v["dylu"]) == key], {})
+              for key in sorted(fixed, reverse=True)]  # fmt: skip
+    budget = {"budget.commits": dylu["commits"]}  # the toy's commits, for the same steps
+    windows = [{**g, "window": k} for g, k in zip(spec["groups"], dylu["windows"], strict=True)]
+    for v in spec["variants"]:
+        if v["dylu"] is True:
+            groups.append(([v], {**budget, "workers.groups": windows}))
+        elif v["dylu"] == "eq6":
+            groups.append(([v], {**budget, "optimizer.window": {"dynamic": spec["window"]}}))
+    return [(vs, {**extra, "sweep": {"server.protocol": [vs[0]["protocol"]],
+                                     "optimizer.outer": [v["outer"] for v in vs]}})
+            for vs, extra in groups]  # fmt: skip
+
+
+def run_gemsim(spec: dict, data_path: Path, work: Path, dylu: dict):
+    """The variants, ``seeds`` repeats each, with ``local`` and with ``local_fresh_inner``:
+    each run's evaluated final parameters, and the commits (worker, time, local steps) of one
+    run of each variant."""
     import pandas as pd
 
     from gemsim import run_file
@@ -418,27 +478,30 @@ def run_gemsim(spec: dict, data_path: Path, work: Path) -> tuple[list[dict], lis
                               "kwargs": {"hidden": spec["hidden"]}},
             "problem.dataset": {"name": "arrays", "path": str(data_path)}}  # fmt: skip
     fresh = {"optimizer.rule": {"import": "asyncdiloco_toy:local_fresh_inner"}}
-    out, commits = [], []
+    out, commits = [], {}
     for setting, extra in (("gemsim-fresh", fresh), ("gemsim", {})):
-        for protocol in ("sync", "async"):
-            variants = [v for v in spec["variants"] if v["protocol"] == protocol]
-            sweep = {"server.protocol": [protocol],
-                     "optimizer.outer": [v["outer"] for v in variants]}  # fmt: skip
+        for variants, overrides in gemsim_runs(spec, dylu):
+            if setting == "gemsim-fresh" and variants[0]["dylu"] == "eq6":
+                continue  # an imported rule is handed a dynamic window as it is written
             out_dir, rows = run_file(SCENARIO, out=work / setting, quiet=True,
-                                     overrides={**base, **extra, "sweep": sweep})  # fmt: skip
+                                     overrides={**base, **extra, **overrides})  # fmt: skip
             for row in rows:
                 run_dir = out_dir / row.run_id
                 seed = json.loads((run_dir / "manifest.json").read_text())["seed"]
-                (variant,) = [v for v in variants if v["outer"] == row.sweep["optimizer.outer"]]
+                (v,) = [v for v in variants if v["outer"] == row.sweep["optimizer.outer"]]
                 with np.load(run_dir / "params.npz") as npz:
                     params = {k.strip("[]'\""): npz[k].astype(np.float64) for k in npz.files}
-                out.append({"variant": variant["key"], "setting": setting, "seed": seed,
+                out.append({"variant": v["key"], "setting": setting, "seed": seed,
                             "status": row.status, **metrics(params, data)})  # fmt: skip
-                if protocol == "async" and not commits:
-                    trace = pd.read_parquet(run_dir / "trace.parquet")
-                    commits = list(
-                        zip(trace["worker"].tolist(), trace["time"].tolist(), strict=True)
-                    )
+                trace = pd.read_parquet(run_dir / "trace.parquet")
+                steps = (
+                    trace["local_steps"]
+                    if "local_steps" in trace
+                    else [spec["window"]] * len(trace)
+                )
+                commits.setdefault(
+                    v["key"], list(zip(trace["worker"], trace["time"], steps, strict=True))
+                )
     return out, commits
 
 
@@ -454,16 +517,20 @@ def grace_commits(spec: dict, seconds: float) -> list[tuple[int, float]]:
 
 
 def compare_commits(ours: list, theirs: list) -> str:
-    """How two commit sequences of (worker, time) agree."""
+    """How two commit sequences of (worker, time[, local steps]) agree."""
     n = min(len(ours), len(theirs))
     ours, theirs = ours[:n], theirs[:n]
     same = sum(a[0] == b[0] for a, b in zip(ours, theirs, strict=True))
     first = next((k for k in range(n) if ours[k][0] != theirs[k][0]), None)
     gap = max((abs(a[1] - b[1]) for a, b in zip(ours, theirs, strict=True)), default=0.0)
     where = "every one" if first is None else f"the first difference at commit {first}"
+    steps = ""
+    if all(len(a) > 2 and len(b) > 2 for a, b in zip(ours, theirs, strict=True)):
+        alike = sum(int(a[2]) == int(b[2]) for a, b in zip(ours, theirs, strict=True))
+        steps = f", {alike}/{n} with the same local steps"
     return (
         f"{same}/{n} commits by the same worker ({where}), times apart by at most "
-        f"{gap:.3g} s; the last at {ours[-1][1]:.1f} s (gemsim), {theirs[-1][1]:.1f} s (toy)"
+        f"{gap:.3g} s{steps}; the last at {ours[-1][1]:.1f} s (gemsim), {theirs[-1][1]:.1f} s (toy)"
     )
 
 
@@ -486,6 +553,8 @@ def print_table(table: dict, variants: list[dict], seeds: int) -> None:
     settings = [s for s in COLUMNS if any((v["key"], s) in table for v in variants)]
 
     def cell(key, setting):
+        if (key, setting) not in table:
+            return "n/a"
         t = table[key, setting]
         return (
             f"{t['train_loss'][0]:.3f} ± {t['train_loss'][1]:.3f} / "
@@ -497,13 +566,10 @@ def print_table(table: dict, variants: list[dict], seeds: int) -> None:
     print("|---|" + "---|" * len(settings))
     for v in variants:
         print(f"| {v['key']} | " + " | ".join(cell(v["key"], s) for s in settings) + " |")
-    print(
-        "| async, DN + DyLU | pending: gemsim has no per-worker local steps yet"
-        + " |" * len(settings)
-    )
     print("\nOrdering by mean training loss (lowest first):")
     for s in settings:
-        keys = sorted((v["key"] for v in variants), key=lambda k: table[k, s]["train_loss"][0])
+        keys = [v["key"] for v in variants if (v["key"], s) in table]
+        keys.sort(key=lambda k: table[k, s]["train_loss"][0])
         print(f"- {COLUMNS[s]}: " + " < ".join(keys))
 
 
@@ -555,20 +621,24 @@ def main() -> int:
             return 1
         authors, authors_s = json.loads(result.read_text()), time.perf_counter() - start
         start = time.perf_counter()
-        ours, our_commits = run_gemsim(spec, data_path, work)
+        dylu = toy_dylu(authors, spec)
+        ours, our_commits = run_gemsim(spec, data_path, work, dylu)
         gemsim_s, grace = time.perf_counter() - start, grace_commits(spec, 0.5)
     print(f"\n{SCENARIO.relative_to(ROOT)}: {spec['commits']} commits of H = {spec['window']} "
-          f"steps, {spec['hidden']} hidden units, workers at {spec['speeds']} s per step; wall "
-          f"time: authors' side {authors_s:.0f} s, gemsim {gemsim_s:.0f} s")  # fmt: skip
+          f"steps, {spec['hidden']} hidden units, workers at {spec['speeds']} s per step; "
+          f"DyLU: the toy's {dylu['windows']} steps, {dylu['commits']} commits; wall time: "
+          f"authors' side {authors_s:.0f} s, gemsim {gemsim_s:.0f} s")  # fmt: skip
     print_table(summarise(authors + ours, spec["variants"]), spec["variants"], spec["seeds"])
-    key = next(v["key"] for v in spec["variants"] if v["protocol"] == "async")
-    theirs = {r["setting"]: r["commits"] for r in authors if r["variant"] == key}
-    print("\nCommits of the asynchronous runs:")
-    print(f"- no grace period: {compare_commits(our_commits, theirs['aligned'])}")
-    print(
-        f"- the notebook's default grace period, 0.5 s (gemsim: grace 0.5 s, timing only): "
-        f"{compare_commits(grace, theirs['notebook'])}"
-    )
+    print("\nCommits of the asynchronous runs, the toy's (gemsim's settings, seed 0) and gemsim's:")
+    for v in spec["variants"]:
+        theirs = {r["setting"]: r["commits"] for r in authors if r["variant"] == v["key"]}
+        if v["protocol"] == "async" and theirs:
+            print(f"- {v['key']}: {compare_commits(our_commits[v['key']], theirs['aligned'])}")
+    plain = next(v["key"] for v in spec["variants"] if v["protocol"] == "async")
+    theirs = next(r["commits"] for r in authors if r["variant"] == plain
+                  and r["setting"] == "notebook")  # fmt: skip
+    print(f"- the notebook's default grace period, 0.5 s, against gemsim's grace 0.5 s (timing "
+          f"only): {compare_commits(grace, theirs)}")  # fmt: skip
     gap = max(abs(r["own_eval"][1] - r["test_loss"]) for r in authors)
     print(
         f"\nThe notebook's own last evaluation (test loss, float32) against ours: at most "
