@@ -15,8 +15,19 @@ from gemsim.types import Progress, PyTree, Status
 
 from ._layout import RowLayout, pull_rows, refill_slots
 from ._metrics import MetricsRecorder
-from ._plan import ExecutionPlan
+from ._plan import ExecutionPlan, split_at
 from ._step import Carry, StepInput, step_inputs
+
+EVAL_IN_LOOP_GAP = 256
+"""An executor that can evaluate inside its commit loop where a plan evaluates on average
+more often than once per this many commits: evaluated by the host, each evaluation ends a
+segment of the loop (a call, its outputs fetched, the evaluation's own call and fetch), about
+0.3 ms at d = 10,000 on a 2-core CPU against 19 us per commit (benchmarks/fixed_costs.py)."""
+EVAL_IN_LOOP_WORK = 4_000_000
+"""...and where an evaluation is small: parameters x examples it reads (the training subset,
+the test set and the workers' samples) at most this. A large evaluation pays for its call
+anyway, and inside a loop XLA's CPU backend may run it slower than at top level (a
+convolution: benchmarks/RESULTS.md, "Figures the code cites")."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,26 @@ class Executor(abc.ABC):
         # Every run's rows are written into a buffer it is given (`initial_carry`).
         self._initial = jax.jit(self._initial_fn, donate_argnums=1)
         self._spare: jax.Array | None = None
+
+    def _evals_in_loop(self, problem, plan: ExecutionPlan) -> bool:
+        """Whether the plan's evaluations run inside the commit loop (`_run_segment_evaluating`)
+        rather than between segments; an executor that cannot never does."""
+        return False
+
+    def _run_segment_evaluating(
+        self,
+        problem,
+        carry: Carry,
+        inputs: StepInput,
+        start: int,
+        stop: int,
+        plan: ExecutionPlan,
+        recorder: MetricsRecorder,
+        owners: np.ndarray | None,
+    ) -> Carry:
+        """`_run_segment`, also recording the evaluations of the plan's commits in [start, stop)
+        (those before a divergence) from inside the loop."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def _run_segment(
@@ -205,11 +236,23 @@ class Executor(abc.ABC):
     ):
         carry, recorder = self.initial_carry(params), MetricsRecorder()
         inputs = step_inputs(plan)
-        for start, stop in plan.segments(self.chunk):
-            carry = self._run_segment(problem, carry, inputs, start, stop, plan, recorder)
+        in_loop = plan.evals.size > 0 and self._evals_in_loop(problem, plan)
+        if in_loop:  # segments end only where the host fills a row
+            segments = split_at({*plan.host_fills, len(plan) - 1}, self.chunk)
+        else:
+            segments = plan.segments(self.chunk)
+        for start, stop in segments:
+            if in_loop:
+                carry = self._run_segment_evaluating(
+                    problem, carry, inputs, start, stop, plan, recorder, owners
+                )
+            else:
+                carry = self._run_segment(problem, carry, inputs, start, stop, plan, recorder)
             if bool(carry.diverged):
                 break
-            carry = self._host_actions(problem, carry, plan, stop - 1, recorder, owners)
+            carry = self._host_actions(
+                problem, carry, plan, stop - 1, recorder, owners, evaluate=not in_loop
+            )
             if progress is not None:
                 progress(stop, len(plan))
         return carry, recorder
@@ -227,7 +270,15 @@ class Executor(abc.ABC):
             stop = int(carry.diverged_at) if bool(carry.diverged) else stop - 1
 
     def _host_actions(
-        self, problem, carry: Carry, plan: ExecutionPlan, k: int, recorder, owners=None
+        self,
+        problem,
+        carry: Carry,
+        plan: ExecutionPlan,
+        k: int,
+        recorder,
+        owners=None,
+        *,
+        evaluate: bool = True,
     ) -> Carry:
         rows = plan.host_fills.get(k)
         if rows is not None:
@@ -237,7 +288,7 @@ class Executor(abc.ABC):
             fresh[: rows.size] = plan.host_fresh[k]
             slots = self._fill(carry.slots, carry.theta, carry.server, padded, fresh)
             carry = carry._replace(slots=slots)
-        if k in plan.eval_set:
+        if evaluate and k in plan.eval_set:
             recorder.add_eval(k, *evaluation(problem, carry.theta, owners))
         return carry
 

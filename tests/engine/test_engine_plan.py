@@ -67,7 +67,7 @@ def test_one_compiled_loop_serves_segments_of_every_length():
     trace = timing.simulate(cluster(3, budget=120), seed=4)
     plan = engine.plan_of(trace, eval_every=37)
     assert {b - a for a, b in plan.segments(32)} == {32, 5, 9}
-    kw = dict(params=prob.init_params, n_workers=3)
+    kw = dict(params=prob.init_params, n_workers=3, evals_in_loop=False)  # segments cut by evals
     chunked = engine.SequentialExecutor(rule, prob, chunk=32, **kw)
     one_by_one = engine.SequentialExecutor(rule, prob, chunk=1, **kw)
     a, b = chunked.execute(plan), one_by_one.execute(plan)
