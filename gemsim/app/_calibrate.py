@@ -123,6 +123,13 @@ def calibrate_folder(run_dir: str | os.PathLike[str]) -> CalibratedRun:
             f"{original.workers.count}",
         )
     window = window_of(original.optimizer) if original.optimizer is not None else 1
+    if trace.local_steps is not None:
+        raise UserError(
+            str(trace_path),
+            "has a local_steps column (workers with windows of their own): calibrating "
+            "per-batch laws from such a trace is not supported; allowed: a run whose workers "
+            "share the rule's window",
+        )
     try:
         calibration = timing.calibrate_trace(trace, window=window)
     except ValueError as exc:

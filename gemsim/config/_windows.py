@@ -63,7 +63,14 @@ def worker_windows(
             f"workers.groups[{i}].window: {group.window!r} given, but rule "
             f"{getattr(optimizer, 'rule', '?')!r} takes one gradient a commit and has no "
             f"window; allowed: a group window with a rule that has one (local, fedbuff, "
-            f"fedasync, downpour, agn, easgd, eamsgd)"
+            f"fedasync, downpour, easgd, eamsgd)"
+        )
+    if (grouped or dynamic) and getattr(optimizer, "rule", None) == "agn":
+        field = f"workers.groups[{grouped[0][0]}].window" if grouped else "optimizer.window"
+        raise ValueError(
+            f"{field}: agn divides each commit by its rule's window, so workers with windows "
+            f"of their own are not defined for it; allowed: one window for every worker (or "
+            f"downpour, whose commits are not divided)"
         )
     if grouped and dynamic:
         raise ValueError(

@@ -173,13 +173,17 @@ def make_plan(
     client: np.ndarray | None = None,
     n_clients: int | None = None,
     local_steps: np.ndarray | None = None,
+    dropped: np.ndarray | None = None,
 ) -> ExecutionPlan:
     """Build the plan for a trace given as its `worker` and `pulled_version` columns, and its
     `fresh` and `round_end` flags (None: their defaults, see `gemsim.trace`).
 
     `local_steps` (None: every commit holds `window` mini-batches): each commit's own count,
     where workers take local steps of their own; a commit's batches then follow the owner's
-    earlier commits' in its stream.
+    earlier commits' in its stream. `dropped` (None: no push was lost): the pushes each
+    commit's worker lost since its previous commit; after one it pulled anew (a plain pull,
+    with the rule's pull hook), so its next gradient is a host fill even where no other
+    commit came between.
 
     A population's trace also gives its `client` column and `n_clients` (N): `worker` is then
     the slot (`n_workers` = K), batches are counted per client and every host fill is fresh
@@ -213,6 +217,8 @@ def make_plan(
     prev = _previous_in_run(*by_worker)  # the worker's previous commit, or -1
     _check_pulls(worker, pulled, prev, fresh, population)
     own = (pulled > 0) & (prev >= 0) & (pulled == prev + 1) & ~fresh
+    if dropped is not None:
+        own &= np.asarray(dropped, dtype=np.int64) == 0
     fill_self = np.zeros(n, dtype=bool)
     fill_self[prev[own]] = True
     before = (prev >= 0) & (pulled == prev)  # pulled before its previous commit was applied
@@ -382,6 +388,7 @@ def plan_of(
         client=getattr(trace, "client", None),
         n_clients=getattr(trace, "n_clients", None),
         local_steps=getattr(trace, "local_steps", None),
+        dropped=getattr(trace, "dropped", None),
     )
     if eval_every_seconds is None:
         return plan

@@ -349,8 +349,24 @@ class ProcessBackend:
                 x.state, x.since = "ready", self._clock()
             elif message[0] == "work":
                 _, compute, sent = message
+                if self._lost_on_arrival(w):
+                    continue
                 heapq.heappush(self._pending, (sent - self._t0, self._seq, w, compute))
                 self._seq += 1
+
+    def _lost_on_arrival(self, w: int) -> bool:
+        """Whether the network loses worker `w`'s push now reaching the server (decided on
+        arrival, as the timing model does): the worker then pulls and goes again at once."""
+        now = self._clock()
+        if self.book.done(now):
+            return False
+        lost = self.book.lost_push(w)
+        if lost is None:
+            return False
+        self.rows.array[w] = lost
+        if not self._stopped_if_done(w, now):
+            self._go(w, pull=False)
+        return True
 
     def _reap(self) -> None:
         """Record the deaths the loop had no time to see before the run ended."""
@@ -386,13 +402,6 @@ class ProcessBackend:
             started = self._clock()
             if self.pool is not None and self.pool.lost_by(w, started):
                 self._lose(w, started)
-                self._receive(timeout=0)
-                continue
-            lost = self.book.lost_push(w)
-            if lost is not None:  # the network lost it: the worker pulls and goes again
-                self.rows.array[w] = lost
-                if self._workers[w].state == "working" and not self._stopped_if_done(w, started):
-                    self._go(w, pull=False)
                 self._receive(timeout=0)
                 continue
             work = np.array(self.outbox.array[w])

@@ -126,8 +126,11 @@ class ServerBook:
         row of its last commit and computes again; returns that row, else None."""
         if self.drops is None or not self.drops[worker]():
             return None
+        # The row of the worker's last commit, or of its life's start; a life that has not
+        # committed yet pulls fresh, as the engine's host fill of a fresh commit does.
         committed = self._committed_row.setdefault(worker, self.rows[worker].copy())
-        self.rows[worker] = self.compiled.pulled_row(self.carry, committed, fresh=False)
+        fresh = bool(self.new_life[worker])
+        self.rows[worker] = self.compiled.pulled_row(self.carry, committed, fresh=fresh)
         self.pulled[worker] = self.version
         self.pending_drops[worker] += 1
         return self.rows[worker]
@@ -156,6 +159,7 @@ class ServerBook:
         self.rows[worker] = self.compiled.pulled_row(self.carry, self.rows[worker], fresh=True)
         self.pulled[worker] = self.version
         self.new_life[worker] = True
+        self._committed_row.pop(worker, None)  # a lost push of this life starts from here
         return self.rows[worker]
 
     def start_task(self, slot: int) -> np.ndarray:

@@ -106,3 +106,19 @@ def test_many_runs_with_own_steps_equal_their_single_runs():
     mixed = [runs[0], engine.RunInputs(fixed, prob, prob.init_params, {})]
     with pytest.raises(ValueError, match="local_steps"):
         many.execute(mixed)
+
+
+def test_a_commit_after_lost_pushes_starts_from_a_plain_pull():
+    """After a lost push the worker pulled anew: its next gradient is a host fill (the rule's
+    pull hook runs), even where no other commit came between."""
+    base = cluster(2, budget=40)
+    trace = timing.simulate(dataclasses.replace(base, drop_push=0.4), seed=2)
+    plan = engine.plan_of(trace)
+    after_loss = np.flatnonzero(trace.dropped > 0)
+    assert after_loss.size
+    filled = {int(k) + 1 for k, ws in plan.host_fills.items() for _ in ws}
+    for k in after_loss.tolist():
+        prev = np.flatnonzero(trace.worker[:k] == trace.worker[k])
+        if prev.size:
+            assert not plan.fill_self[prev[-1]]
+            assert int(trace.pulled_version[k]) in filled | {0}

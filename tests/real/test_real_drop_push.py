@@ -18,7 +18,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.bitexact]
 P = 0.3
 
 
-def test_a_real_run_losing_pushes_replays_bit_exactly():
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        {"rule": "local", "lr": 0.02, "window": 2},
+        # GEM's proxy state tells a pull from the worker's own commit: after a lost push
+        # its next gradient starts from a plain pull, in the server and in the replay alike.
+        {"rule": "gem", "lr": 0.05},
+    ],
+)
+def test_a_real_run_losing_pushes_replays_bit_exactly(optimizer):
     scenario = parse_scenario(
         {
             "name": "real-drops",
@@ -31,7 +40,7 @@ def test_a_real_run_losing_pushes_replays_bit_exactly():
             },
             "budget": {"commits": 45},
             "problem": {"model": {"name": "quadratic", "dim": 8, "noise": 0.1}},
-            "optimizer": {"rule": "local", "lr": 0.02, "window": 2},
+            "optimizer": optimizer,
         },
         "real-drops",
     )

@@ -215,3 +215,11 @@ def test_runs_with_and_without_group_windows_never_execute_together():
     other = _scenario({"rule": "local", "window": 3}, groups, seed=8)
     assert config.many_runs_signature(same)[0] == config.many_runs_signature(other)[0]
     assert config.many_runs_signature(same)[0] != config.many_runs_signature(own)[0]
+
+
+def test_agn_refuses_windows_of_their_own():
+    """AGN divides each commit by the rule's window: not defined for other counts."""
+    with pytest.raises(ScenarioError, match="workers.groups.0..window"):
+        _scenario(
+            {"rule": "agn", "lr": 0.1, "window": 4}, [{"count": 1, "window": 2}, {"count": 1}]
+        )
