@@ -140,7 +140,9 @@ def expected_work(spec: ClusterSpec) -> WorkEstimate:
             paces[key] = _pace(ws, window, latency, cache)
         workers.append(paces[key])
     stuck = next((w for w, pace in enumerate(workers) if pace.commits <= 0.0), None)
-    rate = math.fsum(p.commits for p in workers)
+    # A lost push costs its cycle: commits come (1 - drop_push) as often (at most 1/(1 - p)
+    # cycles a commit, bounded since p < 1).
+    rate = math.fsum(p.commits for p in workers) * (1.0 - spec.drop_push)
     service = _typical(spec.service, cache)
     if service > 0:  # one commit at a time at the server
         rate = min(rate, 1.0 / service)
