@@ -26,7 +26,7 @@ from ._gradient_rule_blocks import (
 )
 from ._model_rule_blocks import EamsgdBlock, EasgdBlock, FedasyncBlock
 from ._open_rule_blocks import ImportRuleBlock, LocalBlock
-from ._round_rule_blocks import FedbuffBlock, MaleniaBlock, RennalaBlock, SyncBlock
+from ._round_rule_blocks import FadasBlock, FedbuffBlock, MaleniaBlock, RennalaBlock, SyncBlock
 from ._windows import static_window
 
 IMPORT_TAG = "import"
@@ -54,6 +54,7 @@ Optimizer = Annotated[
     | Annotated[RennalaBlock, Tag("rennala")]
     | Annotated[MaleniaBlock, Tag("malenia")]
     | Annotated[FedbuffBlock, Tag("fedbuff")]
+    | Annotated[FadasBlock, Tag("fadas")]
     | Annotated[FedasyncBlock, Tag("fedasync")]
     | Annotated[ServerMomentumBlock, Tag("server_momentum")]
     | Annotated[GapAwareBlock, Tag("gap_aware")]

@@ -1,12 +1,13 @@
 """Blocks of the round rules: the centre moves only when a round, a buffer or a batch of
-gradients is complete (synchronous SGD, Rennala, Malenia, FedBuff). Each block builds its rule;
-a default of None means "the number of workers", resolved when the rule is initialised."""
+gradients is complete (synchronous SGD, Rennala, Malenia, FedBuff, FADAS). Each block builds
+its rule; a default of None means "the number of workers", resolved when the rule is
+initialised (but FADAS's `tau_c`, where None is no delay adaptation)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import PositiveFloat, PositiveInt
+from pydantic import NonNegativeInt, PositiveFloat, PositiveInt
 
 from ._block import ADDED, Block
 from ._gradient_rule_blocks import Momentum
@@ -72,4 +73,35 @@ class FedbuffBlock(Block):
             window=static_window(self.window),
             buffer=self.buffer,
             server_lr=self.server_lr,
+        )
+
+
+class FadasBlock(Block):
+    """`tau_c` left out: no delay adaptation; `authors_code: true`: the authors' code's bias
+    corrections and `server_lr / tau_max` past the threshold (`gemsim.rules.fadas`)."""
+
+    rule: Literal["fadas"]
+    lr: PositiveFloat
+    server_lr: PositiveFloat
+    window: Window = 8
+    buffer: PositiveInt = 5
+    beta1: Momentum = 0.9  # a decay in [0, 1), as a momentum is
+    beta2: Momentum = 0.99
+    eps: PositiveFloat = 1e-8
+    tau_c: NonNegativeInt | None = None
+    authors_code: bool = False
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        return rules.fadas(
+            lr=self.lr,
+            server_lr=self.server_lr,
+            window=static_window(self.window),
+            buffer=self.buffer,
+            beta1=self.beta1,
+            beta2=self.beta2,
+            eps=self.eps,
+            tau_c=self.tau_c,
+            authors_code=self.authors_code,
         )

@@ -15,6 +15,9 @@ from gemsim.rules._eamsgd import EamsgdWorkerState as EamsgdWorkerState
 from gemsim.rules._eamsgd import eamsgd as eamsgd
 from gemsim.rules._easgd import EasgdWorkerState as EasgdWorkerState
 from gemsim.rules._easgd import easgd as easgd
+from gemsim.rules._fadas import FadasInfo as FadasInfo
+from gemsim.rules._fadas import FadasState as FadasState
+from gemsim.rules._fadas import fadas as fadas
 from gemsim.rules._fedasync import FedasyncInfo as FedasyncInfo
 from gemsim.rules._fedasync import fedasync as fedasync
 from gemsim.rules._fedbuff import FedbuffState as FedbuffState
@@ -83,6 +86,8 @@ __all__ = [
     "EamsgdWorkerState",
     "EasgdWorkerState",
     "EpsPlacement",
+    "FadasInfo",
+    "FadasState",
     "FedasyncInfo",
     "FedbuffState",
     "GapAwareInfo",
@@ -117,6 +122,7 @@ __all__ = [
     "downpour",
     "eamsgd",
     "easgd",
+    "fadas",
     "fedasync",
     "fedbuff",
     "fresh_row",

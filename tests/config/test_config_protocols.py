@@ -48,6 +48,7 @@ PER_COMMIT_RULES = {
     "rennala": {"rule": "rennala", "lr": 0.1},
     "malenia": {"rule": "malenia", "lr": 0.1},
     "fedbuff": {"rule": "fedbuff", "lr": 0.1},
+    "fadas": {"rule": "fadas", "lr": 0.1, "server_lr": 0.01},
     "fedasync": {"rule": "fedasync", "lr": 0.1},
     "server_momentum": {"rule": "server_momentum", "lr": 0.1},
     "gap_aware": {"rule": "gap_aware", "lr": 0.1},
