@@ -30,6 +30,24 @@ anyway, and inside a loop XLA's CPU backend may run it slower than at top level 
 convolution: benchmarks/RESULTS.md, "Figures the code cites")."""
 
 
+def evaluation_work(problem) -> int:
+    """Parameters x examples an evaluation reads: the training subset, the test set and, where
+    the workers hold data of their own, their samples."""
+    examples = problem.eval_size + problem.test_size
+    sample = problem.data.get("worker_eval") if isinstance(problem.data, dict) else None
+    if sample is not None:
+        examples += int(np.size(sample["worker"]))
+    return problem.n_params * examples
+
+
+def evals_in_loop(problem, commits: int, evaluations: int) -> bool:
+    """Whether a plan of `commits` commits and `evaluations` evaluations of `problem` is
+    evaluated inside the commit loop by an executor that can (`EVAL_IN_LOOP_GAP`,
+    `EVAL_IN_LOOP_WORK`)."""
+    often = commits < EVAL_IN_LOOP_GAP * evaluations
+    return often and evaluation_work(problem) <= EVAL_IN_LOOP_WORK
+
+
 @dataclass(frozen=True)
 class EngineResult:
     """What an executor returns: final central parameters, status and per-commit metrics;

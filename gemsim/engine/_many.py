@@ -36,7 +36,14 @@ import numpy as np
 
 from gemsim.types import PyTree
 
-from ._executor import EngineResult, Progress, check_owners, engine_result, select_owners
+from ._executor import (
+    EngineResult,
+    Progress,
+    check_owners,
+    engine_result,
+    evals_in_loop,
+    select_owners,
+)
 from ._layout import RowLayout, initial_slots, pull_rows
 from ._metrics import MetricsRecorder
 from ._plan import ExecutionPlan, split_at
@@ -92,16 +99,30 @@ _TIME_MAJOR = StepInput(
 
 
 class ManyRunsExecutor:
-    """Executes runs of one rule family on problems of one shape together (final)."""
+    """Executes runs of one rule family on problems of one shape together (final).
 
-    def __init__(self, rule_of: RuleOf, example: RunInputs, *, n_workers: int, chunk: int = 512):
+    `evals_in_loop`: the runs' evaluations inside the commit loop (True), between segments
+    (False), or where the plans evaluate often and evaluations are small (None, as
+    `SequentialExecutor`)."""
+
+    def __init__(
+        self,
+        rule_of: RuleOf,
+        example: RunInputs,
+        *,
+        n_workers: int,
+        chunk: int = 512,
+        evals_in_loop: bool | None = None,
+    ):
         self.rule_of, self.n_workers, self.chunk = rule_of, n_workers, chunk
+        self.evals_in_loop = evals_in_loop  # as `SequentialExecutor`'s
         rule = rule_of(example.hyper)
         ws_row = jax.tree.map(lambda a: a[0], rule.init(example.params, n_workers).workers)
         self.layout = RowLayout.of(example.params, ws_row)
         self._treedef = jax.tree.structure(example.problem)
         self._singles: dict[tuple, SequentialExecutor] = {}
         self._chunk = jax.jit(self._chunk_fn, static_argnums=(6, 7), donate_argnums=2)
+        self._eval_chunk = jax.jit(self._chunk_fn, static_argnums=(6, 7, 9), donate_argnums=2)
         self._fill = jax.jit(jax.vmap(self._fill_fn), donate_argnums=0)
         self._eval = jax.jit(self._eval_fn, static_argnums=(3, 4))
         self._carry = jax.jit(jax.vmap(self._carry_fn))
@@ -111,8 +132,25 @@ class ManyRunsExecutor:
         leaves = [next(it_stacked) if m else next(it_shared) for m in mask]
         return jax.tree.unflatten(self._treedef, leaves)
 
-    def _chunk_fn(self, shared, stacked, carry: Carry, piece, n_steps, hyper, mask, padded):
+    def _chunk_fn(
+        self,
+        shared,
+        stacked,
+        carry: Carry,
+        piece,
+        n_steps,
+        hyper,
+        mask,
+        padded,
+        flags=None,
+        per_worker: bool = False,
+    ):
         """Commits [0, n_steps) of a piece of every run's inputs, in one loop.
+
+        With `flags` ([P] bool), every run's central variable is also evaluated after each
+        step whose flag is set, in a conditional (`_eval_fn`); the outputs are then
+        `(StepOutputs, evaluations)`, zeros where the flag is not set. Without, the program is
+        the one it always was.
 
         `piece` is `(inputs, next_workers)`, time-major ([P] commit index, [P, R] the rest;
         next_workers: whose row each step reads next) and padded to the executor's chunk P,
@@ -148,6 +186,13 @@ class ManyRunsExecutor:
             local_steps=None if inputs.local_steps is None else 0,
         )
 
+        def evaluate(theta):
+            return self._eval_fn(shared, stacked, theta, mask, per_worker)
+
+        if flags is not None:
+            shapes = jax.eval_shape(evaluate, carry.theta)
+            blank = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
+
         def step(carry: Carry, rows, i):
             inp = jax.tree.map(lambda x: x[i], inputs)
             run_state = _RunState(carry.theta, carry.server, carry.diverged, carry.diverged_at)
@@ -159,6 +204,9 @@ class ManyRunsExecutor:
             slots = carry.slots.at[runs, done.row_index].set(new_rows, unique_indices=True)
             next_rows = slots[runs, next_workers[i]]
             carry = Carry(done.theta, done.server, slots, done.diverged, done.diverged_at)
+            if flags is not None:
+                found = jax.lax.cond(flags[i], evaluate, lambda _: blank, carry.theta)
+                out = (out, found)
             return carry, next_rows, out
 
         rows = carry.slots[runs, inputs.worker[0]]
@@ -203,22 +251,55 @@ class ManyRunsExecutor:
         inputs = _stack_inputs([r.plan for r in runs], total)
         carry = self._carry(_stack([r.params for r in runs]), hyper)
         recorders = [MetricsRecorder() for _ in runs]
-        for start, stop in _segments([r.plan for r in runs], self.chunk):
+        plans = [r.plan for r in runs]
+        evals = np.unique(np.concatenate([p.evals for p in plans]))
+        in_loop = evals.size > 0 and (
+            evals_in_loop(runs[0].problem, total, evals.size)
+            if self.evals_in_loop is None
+            else self.evals_in_loop
+        )
+        per_worker = runs[0].problem.has_worker_data and any(
+            o is None or o.size for o in owners
+        )  # `_host_actions`: per worker only where a run wants some owners' values
+        for start, stop in _segments(plans, self.chunk, with_evals=not in_loop):
             piece = step_piece(inputs, start, stop, self.chunk, self.n_workers)
             n = np.int32(stop - start)
-            carry, out = self._chunk(shared, stacked, carry, piece, n, hyper, mask, padded)
-            out = jax.device_get(out)
+            if in_loop:
+                flags = np.zeros(self.chunk, bool)
+                here = evals[(evals >= start) & (evals < stop)]
+                flags[here - start] = True
+                args = (shared, stacked, carry, piece, n, hyper, mask, padded, flags, per_worker)
+                carry, (out, found) = self._eval_chunk(*args)
+                out, found = jax.device_get((out, found))
+                self._record_evals(runs, here, start, found, recorders, owners)
+            else:
+                carry, out = self._chunk(shared, stacked, carry, piece, n, hyper, mask, padded)
+                out = jax.device_get(out)
             for i, rec in enumerate(recorders):
                 rec.add(jax.tree.map(lambda x, i=i, n=n: x[:n, i], out))
             if bool(np.all(np.asarray(carry.diverged))):
                 break
-            carry = self._host_actions(runs, problems, carry, hyper, stop - 1, recorders, owners)
+            carry = self._host_actions(
+                runs, problems, carry, hyper, stop - 1, recorders, owners, evaluate=not in_loop
+            )
             if progress is not None:
                 progress(stop, total)
         return self._results(runs, carry, recorders, owners)
 
+    def _record_evals(self, runs, here, start: int, found, recorders, owners) -> None:
+        """The evaluations made inside the loop at the commits `here`, each given to the runs
+        whose plans evaluate there (a run that diverged is executed again alone)."""
+        values, workers = found
+        for k in here.tolist():
+            j = k - start
+            for i, r in enumerate(runs):
+                if k in r.plan.eval_set:
+                    mine = {name: v[j, i] for name, v in workers.items()}
+                    mine = select_owners(mine, owners[i])
+                    recorders[i].add_eval(k, {name: v[j, i] for name, v in values.items()}, mine)
+
     def _host_actions(
-        self, runs, problems, carry: Carry, hyper, k: int, recorders, owners
+        self, runs, problems, carry: Carry, hyper, k: int, recorders, owners, *, evaluate=True
     ) -> Carry:
         n = self.n_workers
         fills = [r.plan.host_fills.get(k) for r in runs]
@@ -231,7 +312,7 @@ class ManyRunsExecutor:
                     fresh[i, : f.size] = r.plan.host_fresh[k]
             slots = self._fill(carry.slots, carry.theta, carry.server, rows, fresh, hyper)
             carry = carry._replace(slots=slots)
-        wanted = [i for i, r in enumerate(runs) if k in r.plan.eval_set]
+        wanted = [i for i, r in enumerate(runs) if evaluate and k in r.plan.eval_set]
         if wanted:
             shared, stacked, mask = problems
             # Per worker only where a run wants some owners' values (`Executor.execute`).
@@ -373,9 +454,14 @@ def _stacked_pre_pulls(plans: Sequence[ExecutionPlan], total: int) -> np.ndarray
     return out
 
 
-def _segments(plans: Sequence[ExecutionPlan], max_len: int) -> list[tuple[int, int]]:
-    """[start, stop) ranges that run in one compiled loop, split wherever any run's host acts."""
+def _segments(
+    plans: Sequence[ExecutionPlan], max_len: int, *, with_evals: bool = True
+) -> list[tuple[int, int]]:
+    """[start, stop) ranges that run in one compiled loop, split wherever any run's host acts
+    (its evaluations too, unless they are made inside the loop)."""
     cuts = set()
     for plan in plans:
-        cuts |= {*plan.host_fills, *plan.evals.tolist(), len(plan) - 1}
+        cuts |= {*plan.host_fills, len(plan) - 1}
+        if with_evals:
+            cuts |= set(plan.evals.tolist())
     return split_at(cuts, max_len)

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._executor import EVAL_IN_LOOP_GAP, EVAL_IN_LOOP_WORK, Executor, select_owners
+from ._executor import Executor, evals_in_loop, select_owners
 from ._step import commit_phase, data_owner, gradient_phase, loop_steps, make_chunk, step_piece
 
 
@@ -55,8 +55,7 @@ class SequentialExecutor(Executor):
     def _evals_in_loop(self, problem, plan) -> bool:
         if self.evals_in_loop is not None:
             return self.evals_in_loop
-        often = len(plan) < EVAL_IN_LOOP_GAP * plan.evals.size
-        return often and evaluation_work(problem) <= EVAL_IN_LOOP_WORK
+        return evals_in_loop(problem, len(plan), plan.evals.size)
 
     def _run_segment_evaluating(self, problem, carry, inputs, start, stop, plan, recorder, owners):
         piece = step_piece(inputs, start, stop, self.chunk, self.n_workers)
@@ -75,16 +74,6 @@ class SequentialExecutor(Executor):
             mine = select_owners({name: v[j] for name, v in workers.items()}, owners)
             recorder.add_eval(k, {name: v[j] for name, v in values.items()}, mine)
         return carry
-
-
-def evaluation_work(problem) -> int:
-    """Parameters x examples an evaluation reads: the training subset, the test set and, where
-    the workers hold data of their own, their samples."""
-    examples = problem.eval_size + problem.test_size
-    sample = problem.data.get("worker_eval") if isinstance(problem.data, dict) else None
-    if sample is not None:
-        examples += int(np.size(sample["worker"]))
-    return problem.n_params * examples
 
 
 def make_evaluating_chunk(rule, layout):

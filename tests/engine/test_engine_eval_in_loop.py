@@ -70,3 +70,28 @@ def test_the_loop_evaluates_where_a_plan_evaluates_often():
     result = ex.execute(dense)
     assert sorted(result.evals) == list(range(200))
     assert np.isfinite([v["train_loss"] for v in result.evals.values()]).all()
+
+
+@pytest.mark.bitexact
+def test_runs_executed_together_evaluate_in_the_loop_as_between_segments():
+    """`ManyRunsExecutor`: seeds of unequal lengths (padded) with per-worker data, two
+    learning rates lifted; each run's result the same either way (parameters bit for bit)."""
+    model = problems.Quadratic(dim=12, noise=0.1, heterogeneity=1.0)
+    runs = []
+    for seed, lr in ((0, 0.05), (1, 0.02), (2, 0.05)):
+        prob = problems.make_problem(model, None, 1, seed=seed, n_workers=4)
+        trace = timing.simulate(cluster(4, budget=40 + 7 * seed), seed=seed)
+        plan = engine.plan_of(trace, eval_every=3)
+        runs.append(engine.RunInputs(plan, prob, prob.init_params, {"lr": lr}))
+
+    def make(in_loop):
+        rule_of = lambda h: rules.gem(lr=h["lr"])  # noqa: E731
+        kw = dict(n_workers=4, chunk=16, evals_in_loop=in_loop)
+        return engine.ManyRunsExecutor(rule_of, runs[0], **kw)
+
+    loop, host = make(True), make(False)
+    got, want = loop.execute(runs), host.execute(runs)
+    assert loop._eval_chunk._cache_size() == 1 and loop._chunk._cache_size() == 0
+    for a, b, run in zip(want, got, runs, strict=True):
+        assert_same(a, b, metrics_rtol=1e-6)
+        assert sorted(b.evals) == sorted(b.worker_evals) == run.plan.evals.tolist()
