@@ -16,7 +16,8 @@ whether it was the faster end to end (execution of every run plus compilation).
 Cases: ``tridiagonal`` (the theory papers' worst-case quadratic as a user model,
 `tridiagonal_model.py`, fixed compute times sqrt(i) + pi/10, plain ASGD) at the sizes named
 ``n<workers>-d<dim>`` (``--shapes``), and the bundled scenarios whose runs `auto` groups or
-could (``--bundled``; each group's first unit, its budget cut to ``--commits`` commits).
+executes together (``--bundled``; the group's first 64 runs, their budget cut to
+``--commits`` commits).
 
     python benchmarks/many_runs_auto.py --shapes n16-d64 n256-d1000 n1000-d10000
     python benchmarks/many_runs_auto.py --bundled --commits 2000 --json
@@ -61,11 +62,13 @@ def tridiagonal(n: int, d: int, commits: int, runs: int = STUDY_RUNS) -> list:
     return config.expand(scenario, f"{doc['name']}.yaml")
 
 
-def bundled(commits: int) -> dict[str, list]:
-    """Every bundled scenario's first group of runs that may execute together (two or more),
-    its budget cut to `commits` commits."""
+def bundled(commits: int, only: list[str] | None = None) -> dict[str, list]:
+    """Every bundled scenario's first group of runs that `auto` executes together, its
+    budget cut to `commits` commits."""
     out = {}
     for path in sorted((ROOT / "scenarios").rglob("*.yaml")):
+        if only and not any(word in str(path) for word in only):
+            continue
         runs = config.expand(config.load_scenario(path), str(path), base_dir=path.parent)
         groups: dict[str, list] = {}
         for r in runs:
@@ -73,7 +76,12 @@ def bundled(commits: int) -> dict[str, list]:
             if s.problem is None or s.optimizer is None or s.engine.executor == "wavefront":
                 continue
             groups.setdefault(config.many_runs_signature(s)[0], []).append(r)
-        group = next((g for g in groups.values() if len(g) > 1), None)
+        # The first group `auto` executes together: where it runs them one by one (a large
+        # gradient on a CPU), `auto` is `off`.
+        group = next(
+            (g for g in groups.values() if _many_runs_plan.unit_size(g[0].scenario, len(g))[0] > 1),
+            None,
+        )
         if group is None:
             continue
         cut = []
@@ -193,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape-commits", type=int, default=4000)
     parser.add_argument("--bundled", action="store_true", help="the bundled scenarios' groups")
     parser.add_argument("--commits", type=int, default=1000, help="bundled runs' budget")
+    parser.add_argument("--only", nargs="*", help="bundled files whose path holds one of these")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -206,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             report["cases"][name] = measure(expanded, args.rounds)
             print(name, json.dumps(report["cases"][name]["us_per_run_commit"]), file=sys.stderr)
     if args.bundled:
-        for name, expanded in bundled(args.commits).items():
+        for name, expanded in bundled(args.commits, args.only).items():
             report["cases"][name] = measure(expanded, args.rounds)
             print(name, json.dumps(report["cases"][name]["us_per_run_commit"]), file=sys.stderr)
     report["load_average_after"] = [round(x, 2) for x in os.getloadavg()]

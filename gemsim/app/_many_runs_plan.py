@@ -3,11 +3,26 @@ how many at once; no JAX. Their execution is `_many_runs.py`.
 
 Runs join a group when their compiled code would be the same but for float hyperparameters
 (`config.many_runs_signature`): repeats, seeds, timing sweeps, learning-rate or kappa sweeps.
-`many_runs: auto` groups runs where it was measured to pay (benchmarks/RESULTS.md, "Many runs
-in one program"): on an accelerator always; on a CPU when a commit's gradient is small, at
-most `AUTO_CPU_WORK` parameters x examples (a vmapped convolution costs more per sample than
-one at a time there: the paper's CNN, at 10.5 M, runs faster one by one). A group executes at
-most `AUTO_MAX_RUNS` runs at once, and no more than fit in `AUTO_MAX_BYTES` of worker rows.
+`many_runs: auto` groups runs where it pays (benchmarks/RESULTS.md, "Many runs in one
+program", and benchmarks/many_runs_auto.py): on an accelerator always; on a CPU
+
+- never when a commit's gradient is large, more than `AUTO_CPU_WORK` parameters x examples
+  (a vmapped convolution costs more per sample than one at a time there: the paper's CNN, at
+  10.5 M, runs faster one by one);
+- always when a commit reads a batch of `AUTO_MATMUL_EXAMPLES` examples or more (logistic
+  regression, perceptrons: their matrix products vmap well);
+- when it reads fewer (the quadratics: a commit is a few passes over its parameters), where
+  the estimate of `_saving` says so: together, a step's fixed cost is shared by its runs but
+  every parameter costs more (vmapped passes over R rows, their writes into the [R, n + 1,
+  K] slots: the tridiagonal quadratic at d = 10,000 runs 0.8x as fast together), and one
+  program is compiled for the group where one by one compiles one per distinct rule (a
+  learning-rate sweep, one per rate), a little larger than each. The estimate is a lower
+  bound of what together saves on the project's CPU, so `auto` errs towards one by one,
+  which is `off`: it may miss a gain, not lose to `off` (benchmarks/many_runs_auto.py
+  measures both ways and `auto`'s choice).
+
+A group executes at most `AUTO_MAX_RUNS` runs at once, and no more than fit in
+`AUTO_MAX_BYTES` of worker rows.
 """
 
 from __future__ import annotations
@@ -34,6 +49,23 @@ not)."""
 ROW_FLOATS_PER_PARAMETER = 4
 """A worker row's floats per parameter assumed for the memory bound (snapshot and up to three
 parameter-sized states: GEM has two)."""
+AUTO_MATMUL_EXAMPLES = 8
+"""Examples a commit reads (batch x window) from which its gradient is a matrix product that
+vmaps well on a CPU: such runs execute together as before (logistic regression 1.3x, the
+perceptrons of the bundled scenarios 1.05-1.1x, benchmarks/RESULTS.md)."""
+# The estimate of `_saving`, from the tridiagonal quadratic (downpour, b = 1) on the project's
+# 2-core CPU (benchmarks/RESULTS.md, "Fixed costs ... many runs"): one by one a commit costs
+# STEP_US + PARAMETER_NS per parameter, together a step costs TOGETHER_STEP_RATIO x STEP_US
+# for all its runs and each run PARAMETER_NS + EXTRA_PARAMETER_NS per parameter. STEP_US is the
+# cheapest rule's: heavier rules (GEM's diagnostics, a noisy gradient) have a larger fixed
+# cost, which together shares, so the estimate only errs on the side of one by one.
+STEP_US = 2.0
+TOGETHER_STEP_RATIO = 2.5
+EXTRA_PARAMETER_NS = 0.65
+COMPILE_S = 0.5
+"""A commit loop's compilation, about (0.3-0.5 s with the compilation cache warm, 0.5-2 s
+cold); the program of runs together compiles in about TOGETHER_COMPILE_RATIO of it."""
+TOGETHER_COMPILE_RATIO = 1.4
 
 
 @dataclass(frozen=True)
@@ -67,7 +99,8 @@ def plan_many_runs(who: Sequence[RunIdentity], todo: Sequence[int]) -> ManyRunsP
     group_of = {i: key for key, members in groups.items() for i in members}
     sizes, notes = {}, []
     for key, members in groups.items():
-        size, why = unit_size(who[members[0]].expanded.scenario, len(members))
+        scenarios = [who[i].expanded.scenario for i in members]
+        size, why = unit_size(scenarios[0], len(members), scenarios)
         sizes[key] = size
         if len(members) > 1:
             setting = who[members[0]].expanded.scenario.engine.many_runs
@@ -101,22 +134,26 @@ def _may_join(scenario: Scenario) -> bool:
     )
 
 
-def unit_size(scenario: Scenario, runs: int) -> tuple[int, str]:
+def unit_size(
+    scenario: Scenario, runs: int, group: Sequence[Scenario] | None = None
+) -> tuple[int, str]:
     """How many runs of a group of `runs` execute at once, and why: the units of a group are
-    as equal as they can be (at most the setting, or `auto`'s cap)."""
+    as equal as they can be (at most the setting, or `auto`'s cap). `group`: the group's
+    scenarios, which `auto` weighs (default: `runs` runs like `scenario`)."""
     setting = scenario.engine.many_runs
     if setting != "auto":
         cap, why = int(setting), f"many_runs {setting}"
     else:
-        cap, why = _auto_cap(scenario)
+        cap, why = _auto_cap(scenario, list(group) if group is not None else [scenario] * runs)
     count = math.ceil(runs / max(1, cap))
     return math.ceil(runs / count), why
 
 
-def _auto_cap(scenario: Scenario) -> tuple[int, str]:
+def _auto_cap(scenario: Scenario, group: Sequence[Scenario]) -> tuple[int, str]:
     _, model_bytes = config.problem_sizes(scenario)
     params = max(1, model_bytes // 4)
-    work = params * scenario.problem.batch_size * config.window_of(scenario.optimizer)
+    examples = scenario.problem.batch_size * config.window_of(scenario.optimizer)
+    work = params * examples
     platform = _platform()
     if platform == "cpu" and work > AUTO_CPU_WORK:
         return 1, (
@@ -125,7 +162,68 @@ def _auto_cap(scenario: Scenario) -> tuple[int, str]:
         )
     row_bytes = 4 * ROW_FLOATS_PER_PARAMETER * params * (scenario.workers.count + 1)
     cap = max(1, min(AUTO_MAX_RUNS, AUTO_MAX_BYTES // row_bytes))
-    return cap, f"auto on {platform}: {work:,} parameters x examples per commit"
+    why = f"auto on {platform}: {work:,} parameters x examples per commit"
+    if platform != "cpu" or examples >= AUTO_MATMUL_EXAMPLES or cap < 2 or len(group) < 2:
+        return cap, why
+    size = math.ceil(len(group) / math.ceil(len(group) / cap))
+    saving = _saving(group, params, size)
+    if saving <= 0:
+        return 1, f"{why}; together would save {saving:+.2f} s (estimated): one by one"
+    return cap, f"{why}; together saves about {saving:.2f} s (estimated)"
+
+
+def _saving(group: Sequence[Scenario], params: int, size: int) -> float:
+    """Seconds that executing `group` together, `size` runs at once, saves over one by one
+    (estimated, a lower bound on the project's CPU: see the constants above); <= 0: it does
+    not pay. `params`: a run's parameters."""
+    step_us = STEP_US * (1.0 - TOGETHER_STEP_RATIO / size) - EXTRA_PARAMETER_NS * params / 1e3
+    known: dict[str, float] = {}  # a cluster's commits, estimated once
+    commits = 0.0
+    for s in group:
+        key = _cluster_key(s)
+        if key not in known:
+            known[key] = _commits(s)
+        commits += known[key]
+    distinct = len({s.optimizer.model_dump_json() for s in group})  # programs one by one
+    return commits * step_us * 1e-6 + (distinct - TOGETHER_COMPILE_RATIO) * COMPILE_S
+
+
+def _cluster_key(scenario: Scenario) -> str:
+    """What a run's commits depend on (runs of a group differ in their seed, rule floats,
+    budget or timing)."""
+    blocks = (scenario.budget, scenario.workers, scenario.network, scenario.server)
+    parts = [b.model_dump_json() for b in blocks]
+    parts += [str(config.window_of(scenario.optimizer)), str(scenario.clients)]
+    if scenario.budget.epochs_per_worker is not None:  # the data's size, from the seed
+        parts.append(str(scenario.seed))
+    return "|".join(parts)
+
+
+def _commits(scenario: Scenario) -> float:
+    """A run's commits, about: its commit or steps budget, or its seconds at the workers'
+    mean pace (the timing model's own estimate of a trace's size, `ClusterSpec`)."""
+    from gemsim import timing
+
+    if scenario.budget.commits is not None:
+        return float(scenario.budget.commits)
+    sizes = (1, 0)
+    try:
+        if scenario.budget.epochs_per_worker is not None:
+            sizes = (config.problem_sizes(scenario, model_bytes=False)[0], 0)
+        spec = config.build_cluster(scenario, sizes=sizes)
+    except (ValueError, OSError):  # the run fails where it executes, with the error
+        return 0.0
+    budget = spec.budget
+    if isinstance(budget, timing.StepsBudget):
+        return float(sum(spec.commit_quotas(budget)))
+    if isinstance(budget, timing.CommitBudget):
+        return float(budget.commits)
+    rate = sum(
+        ws.speed / (spec.window_of(w) * ws.compute.mean()) for w, ws in enumerate(spec.workers)
+    )
+    if spec.service is not None and spec.service.mean() > 0:
+        rate = min(rate, 1.0 / spec.service.mean())
+    return budget.seconds * rate
 
 
 def _platform() -> str:
