@@ -28,9 +28,10 @@ Sizes (the virtual seconds give the updates): ``small`` n = 16, d = 64, 60 s (33
 - ``study``: 16 runs (learning rates ``lr * k / 16``, k = 1..16) of one size: the reference
   runs them in one process one after another (its own way: a new transport and optimizer per
   run); gemsim as one ``gemsim run`` of a 16-point sweep, ``engine.many_runs`` ``auto`` and
-  ``off`` (warm cache).
-- ``eval``: the engine alone on one size, seconds per commit with ``eval.every`` 1 and 100
-  (compiled beforehand; the run's executor, its plan and `execute` only).
+  ``off``, the compilation cache warm (each variant run once before, in each round).
+- ``eval``: the engine alone on one size, microseconds per commit with ``eval.every`` 1 and
+  100, the evaluations inside the commit loop and between segments (compiled beforehand; the
+  run's executor, its plan and `execute` only).
 
     python benchmarks/fixed_costs.py --reference ~/src/ringmaster-lmo            # about 6 min
     python benchmarks/fixed_costs.py --reference R --parts versus study --study-sizes middle large
@@ -456,17 +457,20 @@ def one_round(r: int, args, tree: Path, tmp: Path, paths: dict[str, Path]) -> di
             study = {"reference": ref["wall"]}
             for setting in ("auto", "off"):
                 extra = ["--set", f"engine.many_runs={setting}"]
-                study[setting] = run_cli(
-                    paths[f"{size}-study"], folder / setting, cache, extra, tmp
-                )
+                path = paths[f"{size}-study"]
+                # The round's compilation cache warm, as for a user's second study.
+                run_cli(path, folder / f"{setting}-first", cache, extra, tmp)
+                study[setting] = run_cli(path, folder / setting, cache, extra, tmp)
             study["same_work"] = compare(ref["out"], folder / "auto")
             got[f"{size}-study"] = study
     return got
 
 
 def eval_cost(size: str, rounds: int) -> dict:
-    """The engine alone on `size`: seconds per commit with eval.every 1 and 100, compiled
-    beforehand, interleaved rounds in this process."""
+    """The engine alone on `size`: microseconds per commit with eval.every 1 and 100, the
+    evaluations inside the commit loop (the default there) and between segments (as before
+    they could be inside), compiled beforehand, interleaved rounds in this process (the slow
+    way at every commit once: it takes about 0.3 ms an evaluation)."""
     import jax  # noqa: F401
 
     from gemsim import config, engine
@@ -474,33 +478,47 @@ def eval_cost(size: str, rounds: int) -> dict:
     from gemsim.types import RunKind
 
     n, d, seconds = SIZES[size]
-    ready = {}
-    for every in (1, EVAL_EVERY):
-        scenario = config.parse_scenario(scenario_doc("eval", n, d, seconds, every), "eval.yaml")
-        who = _record.RunIdentity.of(scenario, RunKind.SIM)
-        rule, problem = config.build_rule(scenario), _stages.build_problem(scenario)
-        trace, _ = _trace_store.Traces().trace_for(who)
-        plan = engine.plan_of(trace, window=rule.window, eval_every=every)
-        executor = _stages.EXECUTORS.get(scenario, rule, problem, trace.n_workers)
-        executor.execute(plan, problem=problem)  # compiles
-        ready[every] = (executor, plan, problem)
-    times: dict[int, list[float]] = {1: [], EVAL_EVERY: []}
+    doc = scenario_doc("eval", n, d, seconds)
+    scenario = config.parse_scenario(doc, "eval.yaml")
+    who = _record.RunIdentity.of(_record.expanded_of(scenario), RunKind.SIM)
+    rule, problem = config.build_rule(scenario), _stages.build_problem(scenario)
+    (trace, _), _ = _trace_store.Traces().timed_for(who)
+    plans = {every: engine.plan_of(trace, eval_every=every) for every in (1, EVAL_EVERY)}
+    kw = dict(params=problem.init_params, n_workers=n)
+    executors = {
+        way: engine.SequentialExecutor(rule, problem, evals_in_loop=way == "loop", **kw)
+        for way in ("loop", "host")
+    }
+    cases = [("loop", 1), ("loop", EVAL_EVERY), ("host", EVAL_EVERY)]
+    for way, every in [*cases, ("host", 1)]:  # compiles; the host at every commit, once
+        started = time.perf_counter()
+        executors[way].execute(plans[every], problem=problem)
+        host_every_1 = time.perf_counter() - started
+    times: dict[tuple, list[float]] = {case: [] for case in cases}
     for _ in range(rounds):
-        for every, (executor, plan, problem) in ready.items():
+        for way, every in cases:
             started = time.perf_counter()
-            executor.execute(plan, problem=problem)
-            times[every].append((time.perf_counter() - started) / len(plan))
-    per = {every: statistics.median(t) for every, t in times.items()}
-    commits = len(ready[1][1])
-    evals = {every: len(ready[every][1].evals) for every in ready}
-    per_eval = (per[1] - per[EVAL_EVERY]) * commits / (evals[1] - evals[EVAL_EVERY])
+            executors[way].execute(plans[every], problem=problem)
+            times[way, every].append(time.perf_counter() - started)
+    commits = len(plans[1])
+    per = {
+        f"{way} {every}": statistics.median(t) / commits * 1e6 for (way, every), t in times.items()
+    }
+    per["host 1"] = host_every_1 / commits * 1e6
+    evals = {every: plans[every].evals.size for every in plans}
+
+    def extra(way: str) -> float:  # the microseconds the extra evaluations took
+        return (per[f"{way} 1"] - per[f"{way} {EVAL_EVERY}"]) * commits
+
     return {
         "size": size,
         "commits": commits,
-        "us_per_commit": {str(k): v * 1e6 for k, v in per.items()},
-        "ratio": per[1] / per[EVAL_EVERY],
-        "us_per_evaluation": per_eval * 1e6,
-        "rounds": {str(k): [x * 1e6 for x in v] for k, v in times.items()},
+        "us_per_commit": per,
+        "ratio_1_to_100": per["loop 1"] / per[f"host {EVAL_EVERY}"],
+        "us_per_evaluation": {
+            way: extra(way) / (evals[1] - evals[EVAL_EVERY]) for way in ("loop", "host")
+        },
+        "rounds": {f"{w} {e}": [x / commits * 1e6 for x in t] for (w, e), t in times.items()},
     }
 
 
@@ -585,12 +603,16 @@ def table(report: dict) -> str:
             )
     if "eval" in report:
         e = report["eval"]
-        per = e["us_per_commit"]
+        per, each = e["us_per_commit"], e["us_per_evaluation"]
         lines += [
             "",
-            f"evaluation, {e['size']} ({e['commits']:,} commits, engine alone): "
-            f"{per['1']:.1f} us/commit with eval.every 1, {per[str(EVAL_EVERY)]:.1f} with "
-            f"{EVAL_EVERY} ({e['ratio']:.2f}x); {e['us_per_evaluation']:.1f} us per evaluation",
+            f"evaluation, {e['size']} ({e['commits']:,} commits, engine alone), us per commit:",
+            f"  every {EVAL_EVERY}: {per[f'host {EVAL_EVERY}']:.1f} between segments, "
+            f"{per[f'loop {EVAL_EVERY}']:.1f} inside the loop",
+            f"  every 1: {per['host 1']:.1f} between segments (one execution), "
+            f"{per['loop 1']:.1f} inside the loop ({e['ratio_1_to_100']:.2f}x every "
+            f"{EVAL_EVERY} between segments)",
+            f"  an evaluation: {each['host']:.1f} us between segments, {each['loop']:.1f} inside",
         ]
     return "\n".join(lines)
 

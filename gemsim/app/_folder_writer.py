@@ -23,9 +23,11 @@ from pathlib import Path
 
 from gemsim.results import RunResult
 
-THREADS = 2
-"""Writing threads: two keep a sweep's last unit (nothing left to overlap) from writing its
-many folders one after another."""
+THREADS = 4
+"""Writing threads: a sweep's last unit (nothing left to overlap) has its folders written
+several at once, most of a folder's time being fsyncs, which wait on the disk without the
+GIL: 16 folders of 20,000 commits took 0.27-0.37 s with four threads, 0.43-0.60 s with two and
+0.62-0.74 s with one (a 2-core machine, benchmarks/fixed_costs.py's study)."""
 
 OnWritten = Callable[[int, RunResult], None]
 
