@@ -156,8 +156,7 @@ def _check_keys(scenario: Scenario) -> tuple[str, str]:
     but the name, the budget, the network, the server and the optimizer; the cluster's:
     everything but the name and the optimizer's floats (no float of it reaches the cluster),
     and the seed unless an epochs budget sizes the cluster from the data set."""
-    resolved = config.resolved_config(scenario)
-    resolved.pop("name", None)
+    resolved = scenario.model_dump(mode="json", by_alias=True, exclude={"name"})
     rest = {k: v for k, v in resolved.items() if k not in ("budget", "network", "server")}
     rest.pop("optimizer", None)
     cluster = dict(resolved)
