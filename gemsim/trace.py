@@ -69,6 +69,9 @@ LOCAL_STEPS = "local_steps"
 DROPPED = "dropped"
 """The optional int64 column of a trace whose network loses pushes (>= 0)."""
 
+_COUNTS: tuple[tuple[str, int], ...] = ((LOCAL_STEPS, 1), (DROPPED, 0))
+"""The optional int64 count columns and their least value, in hashing and writing order."""
+
 _METADATA_KEY = b"gemsim.commit_trace"
 _FORMAT_VERSION = 2
 _CLIENT_FORMAT = 3  # a trace with a client column (older readers must refuse it)
@@ -196,14 +199,11 @@ class CommitTrace:
             )
             object.__setattr__(self, "n_clients", n_clients)
             object.__setattr__(self, "client", client)
-        if self.local_steps is not None:
-            steps = _column(LOCAL_STEPS, self.local_steps, np.dtype(np.int64))
-            _first_bad(LOCAL_STEPS, steps < 1, steps, "must be >= 1")
-            object.__setattr__(self, "local_steps", steps)
-        if self.dropped is not None:
-            dropped = _column(DROPPED, self.dropped, np.dtype(np.int64))
-            _first_bad(DROPPED, dropped < 0, dropped, "must be >= 0")
-            object.__setattr__(self, "dropped", dropped)
+        for name, least in _COUNTS:
+            if getattr(self, name) is not None:
+                counts = _column(name, getattr(self, name), np.dtype(np.int64))
+                _first_bad(name, counts < least, counts, f"must be >= {least}")
+                object.__setattr__(self, name, counts)
         self._validate_rows()
 
     def _validate_rows(self) -> None:
@@ -340,10 +340,9 @@ class CommitTrace:
         columns = {name: getattr(self, name) for name in COLUMN_NAMES}
         if self.client is not None:
             columns[CLIENT] = self.client
-        if self.local_steps is not None:
-            columns[LOCAL_STEPS] = self.local_steps
-        if self.dropped is not None:
-            columns[DROPPED] = self.dropped
+        for name, _ in _COUNTS:
+            if getattr(self, name) is not None:
+                columns[name] = getattr(self, name)
         return columns
 
     def sha256(self) -> str:
@@ -374,12 +373,10 @@ class CommitTrace:
             digest.update(CLIENT.encode("ascii") + b"\x00")
             digest.update(np.array([self.n_clients], dtype="<i8").tobytes())
             digest.update(self.client.astype("<i8", copy=False).tobytes())
-        if self.local_steps is not None:
-            digest.update(LOCAL_STEPS.encode("ascii") + b"\x00")
-            digest.update(self.local_steps.astype("<i8", copy=False).tobytes())
-        if self.dropped is not None:
-            digest.update(DROPPED.encode("ascii") + b"\x00")
-            digest.update(self.dropped.astype("<i8", copy=False).tobytes())
+        for name, _ in _COUNTS:
+            if getattr(self, name) is not None:
+                digest.update(name.encode("ascii") + b"\x00")
+                digest.update(getattr(self, name).astype("<i8", copy=False).tobytes())
         return digest.hexdigest()
 
     def to_pandas(self) -> pd.DataFrame:
@@ -417,7 +414,7 @@ class CommitTrace:
 
         table = pa.table(self.columns())
         version = _FORMAT_VERSION if self.client is None else _CLIENT_FORMAT
-        if self.local_steps is not None or self.dropped is not None:
+        if any(getattr(self, name) is not None for name, _ in _COUNTS):
             version = _LOCAL_STEPS_FORMAT
         meta = {"format": version, **self._attributes()}
         table = table.replace_schema_metadata({_METADATA_KEY: json.dumps(meta).encode()})
@@ -451,7 +448,7 @@ class CommitTrace:
             raise ValueError(f"lacks columns {missing}")
         present = [
             name
-            for name in (*COLUMN_NAMES, CLIENT, LOCAL_STEPS, DROPPED)
+            for name in (*COLUMN_NAMES, CLIENT, *(name for name, _ in _COUNTS))
             if name in table.column_names
         ]
         columns = {name: table.column(name).to_numpy(zero_copy_only=False) for name in present}
