@@ -14,12 +14,20 @@ process of its own whose peak resident memory (Linux's VmHWM) is reported:
    first run compiles) and again with the cache it filled.
 3. A million clients of the quadratic (dim 10), K = 1,000 slots, 20,000 commits, churn: runs
    to the end on this machine; time and memory reported.
+4. Per-client state (issue 51): CA2FL, which keeps every client's latest update on the
+   server, against FedBuff on the same trace (the timing does not depend on the rule), with
+   N = 10,000 clients and K = 100 slots, on logistic regression and on the paper's CNN. Its
+   peak RSS against FedBuff's plus the declared N x state, and its commits per second against
+   FedBuff's (the goal: >= 0.8x); 3,000 commits on logistic regression, 600 on the CNN (also
+   at N = 1,000). Where the state exceeds the bound (half the machine's memory) the run is
+   refused before it starts, and the refusal is reported.
 
 Usage::
 
     python benchmarks/population.py          # a table
     python benchmarks/population.py --json   # one JSON object
     python benchmarks/population.py --quick  # smaller cases, to check the script
+    python benchmarks/population.py --only memory   # case 4 alone
 """
 
 from __future__ import annotations
@@ -87,6 +95,92 @@ def million_doc(population: int, slots: int, commits: int) -> dict[str, Any]:
         "optimizer": {"rule": "gem", "lr": 0.01},
         "eval": {"every": commits},
     }
+
+
+def memory_doc(model: str, rule: str, population: int, commits: int) -> dict[str, Any]:
+    """Case 4: `rule` on `population` clients of MNIST-5k, K = 100, 8 local steps a task."""
+    optimizer = {"rule": rule, "lr": 0.05, "window": 8, "buffer": 10, "server_lr": 1.0}
+    return {
+        "name": f"{rule}-{model}-{population}",
+        "seed": 1,
+        "workers": {"compute": SLOT},
+        "clients": {
+            "population": population,
+            "concurrency": 100,
+            "speed": {"dist": "lognormal", "median": 1.0, "sigma": 0.5},
+        },
+        "budget": {"commits": commits},
+        "problem": {
+            "model": {"name": model},
+            "dataset": {"name": "mnist-5k"},
+            "batch_size": 8,
+            "partition": {"name": "dirichlet", "alpha": 0.5, "samples": 32},
+        },
+        "optimizer": optimizer,
+        "eval": {"every": commits},
+    }
+
+
+def declared_bytes(doc: dict[str, Any]) -> tuple[int, int, str | None]:
+    """(declared per-client bytes, bound, the refusal if over it) of a case-4 scenario."""
+    from gemsim import config
+
+    scenario = config.Scenario.model_validate(doc)
+    size, bound, _ = config.client_state_memory(scenario)
+    try:
+        config.check_client_state(scenario)
+    except ValueError as exc:
+        return size, bound, str(exc)
+    return size, bound, None
+
+
+def memory_case(quick: bool) -> list[dict[str, Any]]:
+    """Case 4: for each (model, N), FedBuff then CA2FL on the same trace, each in a process
+    of its own with a warm compilation cache (a second run, as a sweep's runs are)."""
+    sizes = [("logistic", 10_000, 3_000), ("cnn", 10_000, 600), ("cnn", 1_000, 600)]
+    if quick:
+        sizes = [("logistic", 2_000, 300), ("cnn", 200, 100)]
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        for model, n, commits in sizes:
+            size, bound, refused = declared_bytes(memory_doc(model, "ca2fl", n, commits))
+            row: dict[str, Any] = {
+                "model": model,
+                "clients": n,
+                "declared_mib": size / 2**20,
+                "bound_mib": bound / 2**20,
+                "refused": refused,
+            }
+            if refused is None:
+                for rule in ("fedbuff", "ca2fl"):
+                    doc = memory_doc(model, rule, n, commits)
+                    in_child(doc, Path(cache))  # compiles: the measured run does not
+                    row[rule] = in_child(doc, Path(cache))
+                fed, ca = row["fedbuff"], row["ca2fl"]
+                row["speed_ratio"] = (ca["commits"] / ca["run_wall_s"]) / (
+                    fed["commits"] / fed["run_wall_s"]
+                )
+                row["extra_rss_mib"] = ca["peak_rss_mib"] - fed["peak_rss_mib"]
+            rows.append(row)
+    return rows
+
+
+def memory_table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["per-client state: CA2FL against FedBuff on the same trace (K = 100, 8 local steps)"]
+    for r in rows:
+        head = f"  {r['model']:<8} N = {r['clients']:>6,}  declared {r['declared_mib']:9.1f} MiB"
+        if r["refused"] is not None:
+            lines.append(f"{head}  refused before running (exit 2): {r['refused']}")
+            continue
+        fed, ca = r["fedbuff"], r["ca2fl"]
+        lines.append(
+            f"{head}  fedbuff {fed['commits'] / fed['run_wall_s']:7.0f} commits/s peak "
+            f"{fed['peak_rss_mib']:6.0f} MiB  ca2fl {ca['commits'] / ca['run_wall_s']:7.0f} "
+            f"commits/s peak {ca['peak_rss_mib']:6.0f} MiB  extra {r['extra_rss_mib']:7.1f} MiB"
+            f"  speed {r['speed_ratio']:.2f}x (goal >= 0.8: "
+            f"{'met' if r['speed_ratio'] >= 0.8 else 'NOT met'})"
+        )
+    return lines
 
 
 def child(doc: dict[str, Any]) -> dict[str, Any]:
@@ -175,6 +269,7 @@ def run(quick: bool) -> dict[str, Any]:
         "timing": timing_case(quick),
         "engine": engine,
         "million": {"clients": big[0], "slots": big[1], **in_child(million_doc(*big))},
+        "memory": memory_case(quick),
     }
 
 
@@ -212,6 +307,7 @@ def table(report: dict[str, Any]) -> str:
         f"{big['commits']:,} commits, run {big['run_wall_s']:.1f} s, whole command "
         f"{big['total_wall_s']:.1f} s, peak {big['peak_rss_mib']:.0f} MiB"
     )
+    lines += memory_table(report["memory"])
     return "\n".join(lines)
 
 
@@ -219,10 +315,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true", help="small cases (checks the script)")
+    parser.add_argument("--only", choices=["memory"], help="one case alone")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
+        return 0
+    if args.only == "memory":
+        rows = memory_case(args.quick)
+        print(json.dumps(rows, indent=2) if args.json else "\n".join(memory_table(rows)))
         return 0
     report = run(args.quick)
     print(json.dumps(report, indent=2) if args.json else table(report))

@@ -41,7 +41,8 @@ def hashes(traces: int, commits: int, execute: bool) -> dict[str, dict]:
             data.update(budget={"commits": commits}, sweep={}, repeats=1)
             data.pop("seeds", None)
             if data.get("eval"):
-                data["eval"] = {**data["eval"], "every": commits}
+                evals = {k: v for k, v in data["eval"].items() if k != "every_seconds"}
+                data["eval"] = {**evals, "every": commits}
             cut = config.parse_scenario(data, name, base_dir=path.parent)
             entry["traces"].append(simulate_timing(cut).sha256())
             if execute and cut.problem is not None and cut.optimizer is not None:

@@ -41,7 +41,7 @@ AUTO_MAX_RUNS = 64
 """Runs executed at once under `auto`: past this the per-commit overhead is already paid for."""
 AUTO_MAX_BYTES = 1 << 30
 """Under `auto`, the worker rows of the runs executed at once (each worker's snapshot and rule
-state, per run) stay below this."""
+state, and a rule's state per client, per run) stay below this."""
 AUTO_CPU_WORK = 2_000_000
 """Under `auto` on a CPU, runs execute together when a commit's parameters x examples is at
 most this (logistic regression on MNIST, b = 64: 0.5 M, together; the paper's CNN: 10.5 M,
@@ -161,6 +161,8 @@ def _auto_cap(scenario: Scenario, group: Sequence[Scenario]) -> tuple[int, str]:
             "by one on a cpu"
         )
     row_bytes = 4 * ROW_FLOATS_PER_PARAMETER * params * (scenario.workers.count + 1)
+    clients = config.client_state_memory(scenario)  # a rule's rows per client, per run
+    row_bytes += 0 if clients is None else clients[0]
     cap = max(1, min(AUTO_MAX_RUNS, AUTO_MAX_BYTES // row_bytes))
     why = f"auto on {platform}: {work:,} parameters x examples per commit"
     if platform != "cpu" or examples >= AUTO_MATMUL_EXAMPLES or cap < 2 or len(group) < 2:

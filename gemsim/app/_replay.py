@@ -81,6 +81,7 @@ def replay_file(
             ],
         )
     check_replayable(trace, trace_path)
+    _check_clients(scenario, trace, trace_path, str(path))
     expanded = config.expand(scenario, source=str(path), base_dir=path.parent)
     preflight(expanded, str(path), needs=("problem", "optimizer"))
     out_dir = Path(out) if out is not None else Path("results") / scenario.name
@@ -89,3 +90,29 @@ def replay_file(
     bar.close()
     write_result(out_dir, result)
     return out_dir, summary_row(result.manifest)
+
+
+def _check_clients(scenario, trace, trace_path, source: str) -> None:
+    """A rule that keeps state per client needs to know each commit's client: a population's
+    trace names it (the workers of any other trace are their own clients)."""
+    block = scenario.optimizer
+    if block is None or block.build().client_init is None:
+        return
+    clients = getattr(trace, "client", None)
+    if scenario.clients is not None and clients is None:
+        raise ScenarioError(
+            source,
+            [
+                f"optimizer.rule: {block.rule!r} keeps state per client, and the trace "
+                f"{trace_path} names no client of its commits (no client column); allowed: "
+                f"a population's trace, or a scenario without `clients:`"
+            ],
+        )
+    if scenario.clients is not None and trace.n_clients != scenario.clients.population:
+        raise ScenarioError(
+            source,
+            [
+                f"clients.population: {scenario.clients.population} but the trace "
+                f"{trace_path} has {trace.n_clients} clients"
+            ],
+        )

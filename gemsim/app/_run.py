@@ -112,14 +112,16 @@ def _run_real(expanded: ExpandedRun, kind: RunKind, progress, address) -> RunRes
 
 def preflight(
     runs: list[ExpandedRun], source: str, *, needs: Iterable[str], backend: str = "sim"
-) -> None:
+) -> list[str]:
     """Every check that can fail before running, on every expanded run, before the first
     starts: the blocks running needs, the rule's hyperparameters, the problem's data (its
     files exist and give its sizes, its training set holds a batch), how much work the
-    timing model would do (churn and slowdowns), and on a real `backend` what it cannot run.
-    Raises one ScenarioError listing every problem."""
+    timing model would do (churn and slowdowns), the memory a rule's per-client state takes,
+    and on a real `backend` what it cannot run. Raises one ScenarioError listing every
+    problem; returns the notes to print before running (each once: the per-client state)."""
     from ._timing_only import check_batch_size, checked_cluster
 
+    notes: list[str] = []
     problems: list[str] = []
     done: set[tuple[str, str]] = set()  # the checks passed, by what they depend on
     for i, expanded in enumerate(runs):
@@ -138,6 +140,10 @@ def preflight(
                 check_problem(scenario)
                 check_batch_size(scenario)
                 done.add(("problem", problem_key))
+            if scenario.optimizer is not None and scenario.problem is not None:
+                note = config.check_client_state(scenario)
+                if note is not None and note not in notes:
+                    notes.append(note)
             if ("cluster", cluster_key) not in done:
                 checked_cluster(scenario, model_bytes=False)
                 done.add(("cluster", cluster_key))
@@ -147,6 +153,7 @@ def preflight(
             problems.append(f"{where}: {exc}")
     if problems:
         raise ScenarioError(source, list(dict.fromkeys(problems)))
+    return notes
 
 
 def _check_keys(scenario: Scenario) -> tuple[str, str]:

@@ -210,14 +210,14 @@ def sweep(
     timing = [_timing_inputs(r) for r in runs] if backend == "sim" else [None] * len(runs)
     early = _early_ahead(timing, out_dir, jobs=jobs, scheduler=scheduler)
     with TraceAhead(processes=early) as timing_ahead:
-        preflight(runs, source, needs=("problem", "optimizer"), backend=backend)
+        notes = preflight(runs, source, needs=("problem", "optimizer"), backend=backend)
         who = [RunIdentity.of(expanded, RunKind(backend)) for expanded in runs]
         rows: list[SweepRow | None] = [None] * len(who)
         todo = _to_execute(who, out_dir, rows, resume=resume, on_row=on_row)
         plan = plan_many_runs(who, todo)
         units = plan.units
         if not quiet:
-            for note in plan.notes:
+            for note in [*notes, *plan.notes]:
                 print(note, file=sys.stderr, flush=True)
         work, stored = _units_of(who, units, plan.pad_to, out_dir, timing)
         where = dict(jobs=jobs, scheduler=scheduler, address=address)

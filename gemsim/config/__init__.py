@@ -4,6 +4,8 @@ only when `build_rule` is called)."""
 
 from ._build import build_cluster as build_cluster
 from ._build import build_rule as build_rule
+from ._build import check_client_state as check_client_state
+from ._build import client_state_memory as client_state_memory
 from ._build import eval_period as eval_period
 from ._build import problem_args as problem_args
 from ._build import problem_sizes as problem_sizes

@@ -144,7 +144,91 @@ def build_rule(scenario: Scenario) -> rules.Rule:
             ["optimizer: required to run (gemsim trace needs only workers and budget)"],
         )
     check_protocol(scenario)
-    return scenario.optimizer.build()
+    return with_scenario_clients(scenario.optimizer.build(), scenario)
+
+
+def client_state_memory(scenario: Scenario) -> tuple[int, int, int] | None:
+    """``(bytes, bound, n_clients)`` of the server's per-client state for the scenario's rule,
+    from its row's shapes on the model's parameters (nothing is built or allocated); None when
+    the rule keeps none. The bound is `engine.client_state_gib`, or half of this machine's
+    memory."""
+    if scenario.optimizer is None:
+        return None
+    rule = scenario.optimizer.build()
+    if rule.client_init is None:
+        return None
+    import jax
+    import jax.numpy as jnp
+
+    from gemsim import rules
+
+    n_params = problem_sizes(scenario)[1] // 4
+    # The built-in rules' rows are shaped like the parameters, whose leaves do not matter.
+    params = {"params": jax.ShapeDtypeStruct((n_params,), jnp.float32)}
+    n_clients = data_owners(scenario)
+    size = rules.client_state_bytes(rule, params, n_clients)
+    return size, client_state_bound(scenario), n_clients
+
+
+def client_state_bound(scenario: Scenario) -> int:
+    """The most bytes a rule's per-client state may take (see `client_state_memory`)."""
+    gib = scenario.engine.client_state_gib
+    if gib is not None:
+        return int(gib * 2**30)
+    return machine_memory() // 2
+
+
+def machine_memory() -> int:
+    """This machine's physical memory in bytes."""
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_client_state(scenario: Scenario) -> str | None:
+    """A line reporting the per-client state the scenario's rule keeps (None if none).
+
+    Raises:
+        ValueError: it exceeds the bound, naming the size, the bound and what is allowed.
+    """
+    memory = client_state_memory(scenario)
+    if memory is None:
+        return None
+    size, bound, n_clients = memory
+    rule = scenario.optimizer.rule
+    row = size // n_clients
+    said = (
+        f"optimizer.rule {rule!r} keeps state per client: {n_clients:,} clients x "
+        f"{_bytes(row)} = {_bytes(size)}"
+    )
+    if size > bound:
+        origin = (
+            "engine.client_state_gib"
+            if scenario.engine.client_state_gib is not None
+            else f"half of this machine's {_bytes(machine_memory())}; engine.client_state_gib"
+        )
+        raise ValueError(
+            f"{said}, over the bound of {_bytes(bound)} ({origin}); allowed: fewer clients, "
+            f"a smaller model, or a larger engine.client_state_gib"
+        )
+    return f"{said} of server memory (bound {_bytes(bound)})"
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def with_scenario_clients(rule: rules.Rule, scenario: Scenario) -> rules.Rule:
+    """A rule that keeps state per client, given the scenario's clients (a population's N,
+    or the workers); any other rule as it is."""
+    if rule.client_init is None:
+        return rule
+    from gemsim import rules
+
+    return rules.with_clients(rule, data_owners(scenario))
 
 
 def _population(scenario: Scenario, *, weigh: bool) -> timing.Population | None:

@@ -70,8 +70,7 @@ def _failures_form(value: Any) -> str:
 
 
 Failures = Annotated[
-    Annotated[list[FailureBlock], Tag(FORM_TAGS[0])]
-    | Annotated[FailuresBlock, Tag(FORM_TAGS[1])],
+    Annotated[list[FailureBlock], Tag(FORM_TAGS[0])] | Annotated[FailuresBlock, Tag(FORM_TAGS[1])],
     Discriminator(_failures_form),
 ]
 """`workers.failures`: a list of crashes, or `{crashes: [...], drop_push: p}`."""
@@ -248,6 +247,9 @@ class EngineBlock(Block):
     executor: Literal["auto", "sequential", "wavefront"] = "auto"
     chunk: PositiveInt = 512
     many_runs: Literal["auto", "off"] | PositiveInt = "auto"
+    # The most memory a rule's state per client may take (MIFA's and CA2FL's N cached
+    # updates), in GiB; None: half of this machine's memory. A run past it is refused.
+    client_state_gib: Annotated[PositiveFloat | None, ADDED] = None
 
     @model_validator(mode="before")
     @classmethod

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from ._build import with_scenario_clients
 from ._scenario import Scenario
 from ._sweep import resolved_config
 
@@ -56,7 +57,7 @@ def lifted_rule(scenario: Scenario, paths: tuple[str, ...]) -> Callable[[Mapping
         replaced = block
         for path, value in values.items():
             replaced = _with_value(replaced, path.split("."), value)
-        return replaced.build()
+        return with_scenario_clients(replaced.build(), scenario)
 
     return rule_of
 

@@ -26,7 +26,15 @@ from ._gradient_rule_blocks import (
 )
 from ._model_rule_blocks import EamsgdBlock, EasgdBlock, FedasyncBlock
 from ._open_rule_blocks import ImportRuleBlock, LocalBlock
-from ._round_rule_blocks import FadasBlock, FedbuffBlock, MaleniaBlock, RennalaBlock, SyncBlock
+from ._round_rule_blocks import (
+    Ca2flBlock,
+    FadasBlock,
+    FedbuffBlock,
+    MaleniaBlock,
+    MifaBlock,
+    RennalaBlock,
+    SyncBlock,
+)
 from ._windows import static_window
 
 IMPORT_TAG = "import"
@@ -55,6 +63,8 @@ Optimizer = Annotated[
     | Annotated[MaleniaBlock, Tag("malenia")]
     | Annotated[FedbuffBlock, Tag("fedbuff")]
     | Annotated[FadasBlock, Tag("fadas")]
+    | Annotated[Ca2flBlock, Tag("ca2fl")]
+    | Annotated[MifaBlock, Tag("mifa")]
     | Annotated[FedasyncBlock, Tag("fedasync")]
     | Annotated[ServerMomentumBlock, Tag("server_momentum")]
     | Annotated[GapAwareBlock, Tag("gap_aware")]

@@ -9,10 +9,11 @@ parameters: `protocol: sync`, not `protocol: ssp`. Left out, the protocol is
 
 Which rules accept which protocols: a rule that applies each commit as it comes (gem,
 downpour, staleness, softsync, agn, easgd, dcasgd, delay_adaptive, ringmaster, rennala, malenia,
-fedbuff, fedasync, server_momentum, gap_aware, eamsgd, and a rule by import path whose `Rule`
-leaves `by_rounds` False) needs rounds of one commit: `async`, `ssp`, or `k_sync`/`k_async`
-with `k: 1`. A rule that updates by rounds (`sync`, `local`, or `by_rounds` True) accepts
-every protocol; under `async` and `ssp` each commit is its own round.
+fedbuff, fadas, ca2fl, mifa, fedasync, server_momentum, gap_aware, eamsgd, and a rule by import
+path whose `Rule` leaves `by_rounds` False) needs rounds of one commit: `async`, `ssp`, or
+`k_sync`/`k_async` with `k: 1`. A rule that updates by rounds (`sync`, `local`, or
+`by_rounds` True) accepts every protocol; under `async` and `ssp` each commit is its own
+round.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Blocks of the round rules: the centre moves only when a round, a buffer or a batch of
 gradients is complete (synchronous SGD, Rennala, Malenia, FedBuff, FADAS). Each block builds
 its rule; a default of None means "the number of workers", resolved when the rule is
-initialised (but FADAS's `tau_c`, where None is no delay adaptation)."""
+initialised (but FADAS's `tau_c`, where None is no delay adaptation). CA2FL and MIFA keep
+state per client: `build_rule` gives them the scenario's clients."""
 
 from __future__ import annotations
 
@@ -58,8 +59,11 @@ class MaleniaBlock(Block):
         return rules.malenia(lr=self.lr, batch=self.batch)
 
 
-class FedbuffBlock(Block):
-    rule: Literal["fedbuff"]
+class _BufferedBlock(Block):
+    """The buffered local-SGD rules' fields (FedBuff, CA2FL, MIFA: `rules.<rule>` builds
+    each from the same four)."""
+
+    rule: str  # each rule's Literal; declared here so that dumps list it first
     lr: PositiveFloat
     window: Window = 8
     buffer: PositiveInt = 10
@@ -68,12 +72,16 @@ class FedbuffBlock(Block):
     def build(self) -> rules.Rule:
         from gemsim import rules
 
-        return rules.fedbuff(
+        return getattr(rules, self.rule)(
             lr=self.lr,
             window=static_window(self.window),
             buffer=self.buffer,
             server_lr=self.server_lr,
         )
+
+
+class FedbuffBlock(_BufferedBlock):
+    rule: Literal["fedbuff"]
 
 
 class FadasBlock(Block):
@@ -105,3 +113,13 @@ class FadasBlock(Block):
             tau_c=self.tau_c,
             authors_code=self.authors_code,
         )
+
+
+
+class Ca2flBlock(_BufferedBlock):
+    rule: Literal["ca2fl"]
+
+
+class MifaBlock(_BufferedBlock):
+    rule: Literal["mifa"]
+    buffer: PositiveInt = 1

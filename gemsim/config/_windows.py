@@ -63,7 +63,7 @@ def worker_windows(
             f"workers.groups[{i}].window: {group.window!r} given, but rule "
             f"{getattr(optimizer, 'rule', '?')!r} takes one gradient a commit and has no "
             f"window; allowed: a group window with a rule that has one (local, fedbuff, "
-            f"fedasync, fadas, downpour, easgd, eamsgd)"
+            f"fedasync, fadas, ca2fl, mifa, downpour, easgd, eamsgd)"
         )
     if (grouped or dynamic) and getattr(optimizer, "rule", None) == "agn":
         field = f"workers.groups[{grouped[0][0]}].window" if grouped else "optimizer.window"

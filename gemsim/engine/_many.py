@@ -95,6 +95,7 @@ _TIME_MAJOR = StepInput(
     client=0,
     pre_pull=0,
     local_steps=0,
+    owner=0,
 )  # vmap axes of one step's inputs: the commit index is the same for every run
 
 
@@ -184,6 +185,7 @@ class ManyRunsExecutor:
             client=None if inputs.client is None else 0,
             pre_pull=None if inputs.pre_pull is None else 0,
             local_steps=None if inputs.local_steps is None else 0,
+            owner=None,
         )
 
         def evaluate(theta):

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gemsim.rules import CommitContext, Work, pull_state
+from gemsim.rules import ClientServer, CommitContext, Work, pull_state
 from gemsim.types import PyTree
 
 from ._layout import RowLayout
@@ -51,11 +51,16 @@ class StepInput(NamedTuple):
     # int32[]: the commit's own number of local steps (workers with windows of their own).
     # None where every commit holds the rule's window: no leaf, so those programs are unchanged.
     local_steps: jax.Array | None = None
+    # int32[]: the data owner where `worker` is only a row index (the real backends' one-row
+    # buffer), for a rule's per-client state. None: `client`, else `worker`.
+    owner: jax.Array | None = None
 
 
 def data_owner(inp: StepInput) -> jax.Array:
-    """Whose mini-batches the commit's gradient reads: its client in a population, else its
-    worker."""
+    """Whose mini-batches the commit's gradient reads and whose per-client state its commit
+    reads: its client in a population, else its worker."""
+    if inp.owner is not None:
+        return inp.owner
     return inp.worker if inp.client is None else inp.client
 
 
@@ -176,7 +181,13 @@ def commit_math(
     """The atomic commit at the PS: the rule's commit, the committer's new rule state, where
     its row goes, and the divergence flags (`carry` needs theta, server, diverged and
     diverged_at; `spare` is the index of the spare row, where padding writes)."""
-    ctx = CommitContext(staleness=inp.staleness, commit=inp.commit, round_end=inp.round_end)
+    ctx = CommitContext(
+        staleness=inp.staleness,
+        commit=inp.commit,
+        round_end=inp.round_end,
+        client=data_owner(inp),
+        active=inp.active,
+    )
     theta, server, ws, info = rule.commit(
         carry.theta, carry.server, work.ws, Work(work.x0, work.x, work.acc), ctx
     )
@@ -184,7 +195,7 @@ def commit_math(
     if padded:
         finite = finite | ~inp.active
         theta = _select(inp.active, theta, carry.theta)
-        server = _select(inp.active, server, carry.server)
+        server = select_server(inp.active, server, carry.server)
     if inp.client is not None:
         # A population: the slot's next task (a self fill, pulled at this commit) is a new
         # client's, whose state starts anew, as at a host fill of a fresh life. Where the next
@@ -340,3 +351,12 @@ def step_inputs(plan) -> StepInput:
 
 def _select(pred: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+def select_server(pred: jax.Array, on_true: PyTree, on_false: PyTree) -> PyTree:
+    """`_select` of a rule's server state, but for a `ClientServer`'s rows: its commit wrote
+    a padding's row back unchanged (`rules.with_clients`), and a select would copy all N rows
+    at every commit."""
+    if isinstance(on_true, ClientServer):
+        return ClientServer(_select(pred, on_true.rule, on_false.rule), on_true.clients)
+    return _select(pred, on_true, on_false)

@@ -138,8 +138,12 @@ class Compiled:
             diverged_at=jnp.full((), -1, jnp.int32),
         )
 
-    def commit(self, carry: Carry, commit: int, staleness: int, flat_work: np.ndarray):
-        """Apply one commit: `(carry, StepOutput on the host, the committer's new row)`."""
+    def commit(
+        self, carry: Carry, commit: int, staleness: int, flat_work: np.ndarray, owner: int = 0
+    ):
+        """Apply one commit of data owner `owner` (the worker, or a population's client: whose
+        per-client state a rule reads): `(carry, StepOutput on the host, the committer's new
+        row)`."""
         inp = StepInput(
             commit=np.int32(commit),
             worker=np.int32(0),  # the row index in the one-row buffer
@@ -150,6 +154,7 @@ class Compiled:
             # Its value is not read by the commit, only whether there is one (static).
             client=np.int32(0) if self.population else None,
             pre_pull=np.bool_(True) if self.pull_before_apply else None,
+            owner=np.int32(owner),
         )
         carry, out, row = self._commit(carry, inp, flat_work)
         return carry, jax.device_get(out), np.asarray(row)

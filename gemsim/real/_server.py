@@ -196,7 +196,8 @@ class ServerBook:
             raise ValueError("a population's commit names its client, and only a population's")
         k = self.version
         staleness = k - int(self.pulled[worker])
-        carry, out, row = self.compiled.commit(self.carry, k, staleness, work)
+        owner = worker if client is None else client
+        carry, out, row = self.compiled.commit(self.carry, k, staleness, work, owner)
         finished = clock()
         c = self._cols
         c.time.append(finished)

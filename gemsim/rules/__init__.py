@@ -5,6 +5,11 @@ NamedTuple of pure functions the engine drives (the interface: ``_rule.py``, doc
 """
 
 from gemsim.rules._agn import agn as agn
+from gemsim.rules._ca2fl import Ca2flState as Ca2flState
+from gemsim.rules._ca2fl import ca2fl as ca2fl
+from gemsim.rules._clients import ClientServer as ClientServer
+from gemsim.rules._clients import client_state_bytes as client_state_bytes
+from gemsim.rules._clients import with_clients as with_clients
 from gemsim.rules._dcasgd import DcasgdWorkerState as DcasgdWorkerState
 from gemsim.rules._dcasgd import dcasgd as dcasgd
 from gemsim.rules._delay_adaptive import DelayAdaptiveState as DelayAdaptiveState
@@ -38,6 +43,8 @@ from gemsim.rules._local import local as local
 from gemsim.rules._malenia import MaleniaState as MaleniaState
 from gemsim.rules._malenia import MaleniaWorkerState as MaleniaWorkerState
 from gemsim.rules._malenia import malenia as malenia
+from gemsim.rules._mifa import MifaState as MifaState
+from gemsim.rules._mifa import mifa as mifa
 from gemsim.rules._outer import OUTER_OPTIMIZERS as OUTER_OPTIMIZERS
 from gemsim.rules._outer import DelayedNesterovState as DelayedNesterovState
 from gemsim.rules._outer import buffered_nesterov as buffered_nesterov
@@ -77,6 +84,8 @@ from gemsim.rules._timestamps import DelayInfo as DelayInfo
 from gemsim.rules._timestamps import PulledAt as PulledAt
 
 __all__ = [
+    "Ca2flState",
+    "ClientServer",
     "CommitContext",
     "CommitInfo",
     "ConstantWeight",
@@ -103,6 +112,7 @@ __all__ = [
     "LocalWorkerState",
     "MaleniaState",
     "MaleniaWorkerState",
+    "MifaState",
     "Polynomial",
     "PulledAt",
     "RennalaState",
@@ -116,6 +126,8 @@ __all__ = [
     "SyncServerState",
     "Work",
     "agn",
+    "ca2fl",
+    "client_state_bytes",
     "commit_context",
     "dcasgd",
     "delay_adaptive",
@@ -132,6 +144,7 @@ __all__ = [
     "keep_gradient",
     "local",
     "malenia",
+    "mifa",
     "pull_state",
     "rennala",
     "ringmaster",
@@ -143,5 +156,6 @@ __all__ = [
     "stored",
     "sync",
     "tree_medians",
+    "with_clients",
     "zeros_acc",
 ]

@@ -71,6 +71,51 @@ def init_workers(n_workers: int, make_row: Callable[[], PyTree]) -> PyTree:
     return stack_workers(make_row(), n_workers)
 
 
+def displacement_only(x0: PyTree) -> tuple:
+    """The ``init_acc`` of the local-SGD rules whose commit needs only where the local steps
+    started and ended (``work.x0``, ``work.x``)."""
+    del x0
+    return ()
+
+
+def local_sgd(lr: float | jax.Array) -> Callable:
+    """The ``local_step`` of plain local SGD at ``lr``: ``x <- x - lr * g``."""
+
+    def local_step(x, acc, g, ws):
+        return tree_axpy(-lr, g, x), acc, ws
+
+    return local_step
+
+
+def rate_at_flush(flush: jax.Array, rate: float | jax.Array) -> jax.Array:
+    """``rate`` where the buffer flushes, else 0: a run-time value either way, so that XLA
+    does not fold a constant rate into the products around it (a run alone, its rate a
+    constant, would then round otherwise than beside other runs, where it is traced)."""
+    return jnp.where(flush, jnp.asarray(rate, jnp.float32), 0.0)
+
+
+def step_at_flush(theta: PyTree, update: PyTree, flush: jax.Array, token: jax.Array):
+    """``(theta + update where flush else theta, the update's norm, 0 but at flushes)``; the
+    update is rounded on its own before the sum (``stored``, ``token`` the commit index)."""
+    moved = jax.tree.map(jnp.add, theta, stored(update, token))
+    norm = jnp.where(flush, update_norm(update), jnp.float32(0))
+    return otu.tree_where(flush, moved, theta), norm
+
+
+def local_sgd_rule(name: str, lr, window: int, init, commit, **fields) -> Rule:
+    """A rule whose workers take ``window`` plain SGD steps at ``lr`` and commit where they
+    started and ended (FedBuff's family); ``fields``: the rule's other fields."""
+    return Rule(
+        name=name,
+        init=init,
+        commit=commit,
+        window=window,
+        init_acc=displacement_only,
+        local_step=local_sgd(lr),
+        **fields,
+    )
+
+
 def empty_state() -> optax.EmptyState:
     """The state of a rule part that holds nothing."""
     return optax.EmptyState()

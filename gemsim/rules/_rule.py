@@ -16,6 +16,14 @@ and, when a worker pulls the central variable other than at its own commit (a la
 restart, a barrier, a blocked worker resuming), ``ws = rule.on_pull(ws, theta, server,
 fresh)`` with ``fresh`` true when the pull starts a new worker process (a join or a restart:
 state that lived in the process is gone). See docs/rules.md for a complete example.
+
+A rule that remembers clients (MIFA, CA2FL: the server keeps each client's latest update)
+declares one client's state with ``client_init(params) -> row`` and takes and returns that
+row at the commit: ``rule.commit(theta, server, ws, work, ctx, cs) -> (theta, server, ws,
+info, cs)``. ``rules.with_clients(rule, n_clients)`` turns it into a plain rule whose server
+state holds every client's row (`ClientServer`), read and written at ``ctx.client``;
+``gemsim.config.build_rule`` does so with the scenario's clients (a population's N, or the
+workers themselves).
 """
 
 from __future__ import annotations
@@ -66,19 +74,29 @@ class CommitContext(NamedTuple):
       commit: the commit's index k (it creates version k + 1); int32, shape ().
       round_end: the protocol closes a round at this commit: always true for asynchronous
         protocols, true at the last commit of each barrier round; bool, shape ().
+      client: whose work it is: a population's client, else the worker; int32, shape ().
+      active: false for the padding of a wave or of runs of unequal length executed
+        together, whose effect the engine discards; bool, shape ().
+      n_clients: N, the clients whose rows the server keeps (set by ``with_clients`` for a
+        rule with per-client state; 1 elsewhere); a Python int.
     """
 
     staleness: jax.Array
     commit: jax.Array
     round_end: jax.Array
+    client: jax.Array | int = 0
+    active: jax.Array | bool = True
+    n_clients: int = 1
 
 
-def commit_context(staleness=0, commit=0, round_end=True) -> CommitContext:
+def commit_context(staleness=0, commit=0, round_end=True, client=0, active=True) -> CommitContext:
     """A `CommitContext` from Python values (for driving a rule by hand, e.g. in tests)."""
     return CommitContext(
         staleness=jnp.asarray(staleness, jnp.int32),
         commit=jnp.asarray(commit, jnp.int32),
         round_end=jnp.asarray(round_end, bool),
+        client=jnp.asarray(client, jnp.int32),
+        active=jnp.asarray(active, bool),
     )
 
 
@@ -132,6 +150,8 @@ class Rule(NamedTuple):
         (``ctx.round_end``), so it follows any server protocol; False: it applies each commit
         as it comes and follows only protocols whose rounds hold one commit (async, ssp,
         k_sync/k_async with k = 1).
+      client_init: ``(params) -> row``: the state the server keeps for each client, as it is
+        before the client's first commit (see the module docstring); None: no per-client state.
     """
 
     name: str
@@ -143,6 +163,7 @@ class Rule(NamedTuple):
     local_step: Callable[..., tuple[PyTree, PyTree, PyTree]] = keep_gradient
     on_pull: Callable[..., PyTree] | None = None
     by_rounds: bool = False
+    client_init: Callable[[PyTree], PyTree] | None = None
 
 
 def stored(tree: PyTree, token: jax.Array) -> PyTree:

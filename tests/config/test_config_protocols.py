@@ -49,6 +49,8 @@ PER_COMMIT_RULES = {
     "malenia": {"rule": "malenia", "lr": 0.1},
     "fedbuff": {"rule": "fedbuff", "lr": 0.1},
     "fadas": {"rule": "fadas", "lr": 0.1, "server_lr": 0.01},
+    "ca2fl": {"rule": "ca2fl", "lr": 0.1},
+    "mifa": {"rule": "mifa", "lr": 0.1},
     "fedasync": {"rule": "fedasync", "lr": 0.1},
     "server_momentum": {"rule": "server_momentum", "lr": 0.1},
     "gap_aware": {"rule": "gap_aware", "lr": 0.1},

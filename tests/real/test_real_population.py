@@ -229,3 +229,38 @@ def test_the_pool_keeps_each_task_its_start_end_and_outcome():
         counts = np.bincount(tasks.client[tasks.outcome == outcome], minlength=3)
         np.testing.assert_array_equal(getattr(report, name), counts)
     np.testing.assert_array_equal(report.started, np.bincount(tasks.client, minlength=3))
+
+
+@pytest.mark.slow
+@pytest.mark.bitexact
+def test_a_population_run_with_per_client_state_replays_bit_exactly():
+    """CA2FL on the process backend: the server keeps every client's cached update (its
+    server state, N rows), read and written at each commit's client; the engine's replay of
+    the recorded trace gives the same parameters, caches and cached mean."""
+    from gemsim import config, real
+    from gemsim.app._stages import build_problem, real_job
+
+    scenario = population_scenario(
+        commits=40,
+        clients={"churn": CHURN, "speed": SPEED},
+        optimizer={"rule": "ca2fl", "lr": 0.05, "window": 2, "buffer": 3},
+    )
+    done = real.run_backend("process", real_job(scenario))
+    assert done.result.status.value == "ok" and len(done.trace) == 40
+    rule, problem = config.build_rule(scenario), build_problem(scenario)
+    executor = engine.SequentialExecutor(
+        rule, problem, params=problem.init_params, n_workers=N_SLOTS
+    )
+    replay = executor.execute(engine.plan_of(done.trace, window=rule.window))
+    got, want = done.result.server_state, replay.server_state
+    np.testing.assert_array_equal(flat(replay.params), flat(done.result.params))
+    caches = got.clients["theta"]
+    assert caches.shape == (N_CLIENTS, 8)
+    np.testing.assert_array_equal(want.clients["theta"], caches)
+    np.testing.assert_array_equal(want.rule.cache_mean["theta"], got.rule.cache_mean["theta"])
+    # The rows written are the clients that committed, and only those.
+    seen = np.unique(done.trace.client)
+    assert np.all(np.abs(caches[seen]).max(axis=1) > 0) and len(seen) < N_CLIENTS
+    unseen = np.setdiff1d(np.arange(N_CLIENTS), seen)
+    np.testing.assert_array_equal(caches[unseen], 0.0)
+    assert wait_no_children() == []
