@@ -129,7 +129,8 @@ def worker_evals_frame(trace: CommitTrace, out) -> Any:
 def worker_summary_frame(trace: CommitTrace, out, clients: Mapping[str, Any] | None = None) -> Any:
     """`worker_summary.parquet`: per worker, its commits among the applied ones and their
     share, its accepted commits (the rule's `weight` is not 0; every commit of a rule without
-    one) and their share, its mean compute time (NaN: it never committed), and what it holds
+    one) and their share, its mean compute time (NaN: it never committed), the pushes it lost
+    before its commits where the network loses some (`lost_pushes`), and what it holds
     (`Problem.worker_facts`: `shard_size`, the quadratic's `optimum_<i>`). With a population
     the rows are the clients (the data owners), not the slots, and `clients`
     (`run_clients`) adds each one's `speed`, tasks `started` and `lost`, and `up_seconds`."""
@@ -154,6 +155,11 @@ def worker_summary_frame(trace: CommitTrace, out, clients: Mapping[str, Any] | N
             "accepted_share": accepted / accepted.sum(),
             "mean_compute_time": compute / commits,
         }
+    if getattr(trace, "dropped", None) is not None:
+        # The pushes each worker lost before its commits (its losses after its last commit
+        # precede no commit, so the trace does not hold them).
+        lost = np.asarray(trace.dropped[:m], np.int64)
+        table["lost_pushes"] = np.bincount(worker, weights=lost, minlength=n).astype(np.int64)
     facts = out.worker_facts
     if "shard_size" in facts:
         table["shard_size"] = np.asarray(facts["shard_size"], np.int64)

@@ -397,11 +397,11 @@ def _joined(parts: list[pd.DataFrame], columns: list[str], first: Sequence[str])
 
 
 WORKER_SUMMARY_COLUMNS = ("worker", "commits", "commit_share", "accepted", "accepted_share",
-                          "mean_compute_time", "mean_step_time", "shard_size", "speed",
-                          "started", "lost", "up_seconds")  # fmt: skip
-"""Columns of ``worker_summary.parquet`` (``shard_size`` where workers hold shards; ``speed``
-to ``up_seconds`` for a population's clients), before the heterogeneous quadratic's
-``optimum_<i>``."""
+                          "mean_compute_time", "mean_step_time", "lost_pushes", "shard_size",
+                          "speed", "started", "lost", "up_seconds")  # fmt: skip
+"""Columns of ``worker_summary.parquet`` (``lost_pushes`` where the network loses pushes;
+``shard_size`` where workers hold shards; ``speed`` to ``up_seconds`` for a population's
+clients), before the heterogeneous quadratic's ``optimum_<i>``."""
 WORKER_EVAL_COLUMNS = ("commit", "time", "worker", "loss", "accuracy")
 """Columns of ``workers.parquet``."""
 
@@ -417,7 +417,9 @@ def load_worker_summary(
     ``weight`` is not 0: ringmaster, rennala and malenia discard some; over the run's
     accepted commits), ``mean_compute_time`` (of its commits, from the trace; NaN for a
     worker that never committed) and ``mean_step_time`` (the same per local step: over the
-    rule's ``window``), ``shard_size`` (training examples it holds) where the run
+    rule's ``window``), ``lost_pushes`` (the pushes it lost before its commits) where the
+    network loses some (`workers.failures.drop_push`), ``shard_size`` (training examples it
+    holds) where the run
     splits its data, and ``optimum_0, optimum_1, ...`` (its optimum c_w) for the
     heterogeneous quadratic (`gemsim.results.worker_optima`). A population's rows are its
     clients (``worker`` is the client id), with ``speed`` (the client's speed factor),

@@ -101,3 +101,29 @@ def test_a_population_refuses_lost_pushes():
     doc = _doc({"drop_push": 0.1}, clients={"population": 20, "concurrency": 3})
     with pytest.raises(ScenarioError, match="workers.failures"):
         config.parse_scenario(doc, "d")
+
+
+def test_each_workers_lost_pushes_are_in_its_summary_row(tmp_path):
+    """`worker_summary.parquet`'s `lost_pushes`: the pushes each worker lost before its
+    commits, counted here from its own draws (the first `commits` successes and the losses
+    among them), not from the trace."""
+    import yaml
+
+    from gemsim.app import run_file
+    from gemsim.results import load_worker_summary
+
+    doc = _doc({"drop_push": 0.3}, problem={"model": {"name": "quadratic", "dim": 3}})
+    doc["budget"] = {"commits": 60}
+    path = tmp_path / "drops.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    run_file(path, out=tmp_path / "out", quiet=True)
+    summary = load_worker_summary(tmp_path / "out").sort_values("worker")
+    for w, commits, lost in summary[["worker", "commits", "lost_pushes"]].itertuples(index=False):
+        draw, seen, want = timing.drop_draw(11, int(w), 0.3), 0, 0
+        while seen < commits:
+            if draw():
+                want += 1
+            else:
+                seen += 1
+        assert lost == want, w
+    assert summary["lost_pushes"].sum() > 0 and summary["commits"].sum() == 60
