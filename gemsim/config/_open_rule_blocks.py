@@ -44,7 +44,7 @@ from ._code_refs import (
     transformation_name,
     with_schedules,
 )
-from ._windows import Window, static_window
+from ._windows import DynamicWindow, Window, static_window
 
 if TYPE_CHECKING:
     from gemsim import rules
@@ -252,14 +252,29 @@ class ImportRuleBlock(Block):
 
     @property
     def kwargs(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
+        """The factory's arguments; a `window: {dynamic: H}` is given to it as H (the
+        fastest worker's count), the timing model giving each worker its own."""
+        kwargs = dict(self.model_extra or {})
+        if isinstance(kwargs.get("window"), dict):
+            kwargs["window"] = DynamicWindow.model_validate(kwargs["window"]).dynamic
+        return kwargs
 
     @property
-    def window(self) -> int:
+    def window(self) -> int | DynamicWindow:
+        raw = (self.model_extra or {}).get("window")
+        if isinstance(raw, dict):
+            return DynamicWindow.model_validate(raw)
         return self.build().window
 
     @model_validator(mode="after")
     def _buildable(self):
+        raw = (self.model_extra or {}).get("window")
+        if isinstance(raw, dict):
+            try:
+                DynamicWindow.model_validate(raw)
+            except ValidationError as exc:
+                message = f"a mapping window is {{dynamic: H}}, H an integer >= 1 ({exc})"
+                _raise([(("window",), message, raw)])
         try:
             factory = self.rule.load()
         except ValueError as exc:

@@ -223,3 +223,24 @@ def test_agn_refuses_windows_of_their_own():
         _scenario(
             {"rule": "agn", "lr": 0.1, "window": 4}, [{"count": 1, "window": 2}, {"count": 1}]
         )
+
+
+def test_a_rule_by_import_path_takes_a_dynamic_window_as_a_built_in_one_does():
+    """`window: {dynamic: H}` beside `rule: {import: ...}`: the factory gets H and the timing
+    model each worker's DyLU count, the same trace as the built-in rule's; a mapping that is
+    not `{dynamic: H}` is refused naming the field."""
+    groups = [{"count": 2, "speed": 1.0}, {"count": 2, "speed": 0.3}]
+    window = {"dynamic": 6}
+    built_in = _scenario({"rule": "fedbuff", "lr": 0.1, "window": window}, groups)
+    imported = _scenario(
+        {"rule": {"import": "gemsim.rules:fedbuff"}, "lr": 0.1, "window": window}, groups
+    )
+    assert imported.optimizer.kwargs["window"] == 6 and imported.optimizer.build().window == 6
+    a, b = simulate_timing(built_in), simulate_timing(imported)
+    assert a.sha256() == b.sha256()
+    assert set(b.local_steps.tolist()) == {6, 1}  # floor(0.3 * 6) = 1
+    with pytest.raises(ScenarioError, match=r"optimizer\.window"):
+        _scenario(
+            {"rule": {"import": "gemsim.rules:fedbuff"}, "lr": 0.1, "window": {"dynamc": 6}},
+            groups,
+        )
