@@ -115,7 +115,6 @@ class FadasBlock(Block):
         )
 
 
-
 class Ca2flBlock(_BufferedBlock):
     rule: Literal["ca2fl"]
 
