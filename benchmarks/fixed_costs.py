@@ -36,6 +36,7 @@ Sizes (the virtual seconds give the updates): ``small`` n = 16, d = 64, 60 s (33
     python benchmarks/fixed_costs.py --reference ~/src/ringmaster-lmo            # about 6 min
     python benchmarks/fixed_costs.py --reference R --parts versus study --study-sizes middle large
     python benchmarks/fixed_costs.py --reference R --json
+    python benchmarks/fixed_costs.py --reference R --gemsim ../gemsim-before   # an older tree
 """
 
 from __future__ import annotations
@@ -285,7 +286,8 @@ def install_probes() -> Probes:
         (_many_runs, "run_result", "record"),
         (gemsim.results.RunResult, "write", "write"),
     ):
-        probes.wrap(owner, name, stage)
+        if hasattr(owner, name):  # an older gemsim (`--gemsim`) may lack one
+            probes.wrap(owner, name, stage)
     del _record
     probes.install_imports()
     return probes
@@ -343,10 +345,27 @@ def notebook_child(report: str, scenario: str, out: str) -> None:
 # --- the driver ------------------------------------------------------------------------------
 
 
+GEMSIM_TREE: list[str] = []  # `--gemsim`: another gemsim source tree for the children
+
+
 def _env(cache: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_")}
     env["GEMSIM_CACHE_DIR"] = str(cache)
+    if GEMSIM_TREE:
+        env[TREE_ENV] = GEMSIM_TREE[0]
     return env
+
+
+TREE_ENV = "GEMSIM_BENCH_TREE"
+
+
+def use_tree() -> None:
+    """In a child: import gemsim from the tree `--gemsim` named, not the installed one (an
+    editable install's finder comes before sys.path)."""
+    tree = os.environ.get(TREE_ENV)
+    if tree:
+        sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in str(f)]
+        sys.path.insert(0, tree)
 
 
 def _spawn(args: list[str], env=None) -> tuple[float, float]:
@@ -624,6 +643,8 @@ def _same(same: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["--child-cli"], ["--child-notebook"]):
+        use_tree()
     if argv[:1] == ["--child-reference"]:
         tree, n, d, seconds, out = argv[1:6]
         reference_child(tree, int(n), int(d), float(seconds), [float(x) for x in argv[7:]], out)
@@ -642,7 +663,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-size", default="large", choices=list(SIZES))
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (medians)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--gemsim", type=Path, help="run this gemsim source tree (a checkout) instead: before/after"
+    )
     args = parser.parse_args(argv)
+    if args.gemsim is not None:
+        GEMSIM_TREE.append(str(args.gemsim.resolve()))
     from _common import environment
 
     report: dict = {"environment": environment(), "rounds": args.rounds, "parts": args.parts}

@@ -79,7 +79,7 @@ def bundled(commits: int, only: list[str] | None = None) -> dict[str, list]:
         # The first group `auto` executes together: where it runs them one by one (a large
         # gradient on a CPU), `auto` is `off`.
         group = next(
-            (g for g in groups.values() if _many_runs_plan.unit_size(g[0].scenario, len(g))[0] > 1),
+            (g for g in groups.values() if _unit(g) > 1),
             None,
         )
         if group is None:
@@ -107,6 +107,12 @@ def prepared(expanded: list) -> list:
         plan = engine.plan_of(trace, window=rule.window, eval_every=s.eval.every)
         out.append((s, rule, problem, plan, {p: f[p] for p in lifted}, lifted))
     return out
+
+
+def _unit(group: list) -> int:
+    """How many of the group's runs `auto` executes at once, weighing the group itself."""
+    scenarios = [r.scenario for r in group]
+    return _many_runs_plan.unit_size(scenarios[0], len(scenarios), scenarios)[0]
 
 
 def measure(expanded: list, rounds: int) -> dict:
@@ -154,7 +160,8 @@ def measure(expanded: list, rounds: int) -> dict:
     commits = sum(len(r[3]) for r in runs)
     warm = {k: statistics.median(v) for k, v in times.items()}
     compile_s = {"off": first_off - warm["off"], "together": first_many - warm["together"]}
-    size, why = _many_runs_plan.unit_size(scenario, len(runs))
+    # auto weighs the group's own runs (its distinct rules, its commits), as `gemsim run` does
+    size, why = _many_runs_plan.unit_size(scenario, len(runs), [r[0] for r in runs])
     ends = {k: warm[k] + compile_s[k] for k in warm}
     faster = "together" if ends["together"] < ends["off"] else "off"
     chose = "together" if size > 1 else "off"
