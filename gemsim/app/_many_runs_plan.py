@@ -9,8 +9,13 @@ program", and benchmarks/many_runs_auto.py): on an accelerator always; on a CPU
 - never when a commit's gradient is large, more than `AUTO_CPU_WORK` parameters x examples
   (a vmapped convolution costs more per sample than one at a time there: the paper's CNN, at
   10.5 M, runs faster one by one);
-- always when a commit reads a batch of `AUTO_MATMUL_EXAMPLES` examples or more (logistic
-  regression, perceptrons: their matrix products vmap well);
+- when a commit reads a batch of `AUTO_MATMUL_EXAMPLES` examples or more (logistic
+  regression, perceptrons: their matrix products vmap well), unless the group has one
+  distinct rule (seeds, repeats) and fewer than `AUTO_MATMUL_COMMITS` commits in all: one by
+  one then compiles one program, and together a larger one whose extra compilation (0.1-1.5 s
+  measured on the bundled groups) outweighs what it saves at these budgets (9 of 11 bundled
+  groups were slower together at 1,000 commits a run: benchmarks/RESULTS.md, "the fixed costs
+  of a run against the authors' loop");
 - when it reads fewer (the quadratics: a commit is a few passes over its parameters), where
   the estimate of `_saving` says so: together, a step's fixed cost is shared by its runs but
   every parameter costs more (vmapped passes over R rows, their writes into the [R, n + 1,
@@ -49,6 +54,11 @@ not)."""
 ROW_FLOATS_PER_PARAMETER = 4
 """A worker row's floats per parameter assumed for the memory bound (snapshot and up to three
 parameter-sized states: GEM has two)."""
+AUTO_MATMUL_COMMITS = 100_000
+"""Under `auto` on a CPU, runs of one distinct rule whose commits read `AUTO_MATMUL_EXAMPLES`
+or more examples execute together only past this many commits in all (estimated, `_commits`):
+at the best gain measured together (25 us a commit, dirichlet_alpha's perceptron) 100,000
+commits save 2.5 s, more than the largest extra compilation measured (1.5 s)."""
 AUTO_MATMUL_EXAMPLES = 8
 """Examples a commit reads (batch x window) from which its gradient is a matrix product that
 vmaps well on a CPU: such runs execute together as before (logistic regression 1.3x, the
@@ -165,8 +175,18 @@ def _auto_cap(scenario: Scenario, group: Sequence[Scenario]) -> tuple[int, str]:
     row_bytes += 0 if clients is None else clients[0]
     cap = max(1, min(AUTO_MAX_RUNS, AUTO_MAX_BYTES // row_bytes))
     why = f"auto on {platform}: {work:,} parameters x examples per commit"
-    if platform != "cpu" or examples >= AUTO_MATMUL_EXAMPLES or cap < 2 or len(group) < 2:
+    if platform != "cpu" or cap < 2 or len(group) < 2:
         return cap, why
+    if examples >= AUTO_MATMUL_EXAMPLES:
+        if len({s.optimizer.model_dump_json() for s in group}) > 1:
+            return cap, why
+        commits = _group_commits(group)
+        if commits >= AUTO_MATMUL_COMMITS:
+            return cap, f"{why}; {commits:,.0f} commits of one rule"
+        return 1, (
+            f"{why}; one rule and {commits:,.0f} commits < {AUTO_MATMUL_COMMITS:,}: one "
+            "program each way, the larger one together costs more than it saves: one by one"
+        )
     size = math.ceil(len(group) / math.ceil(len(group) / cap))
     saving = _saving(group, params, size)
     if saving <= 0:
@@ -179,15 +199,21 @@ def _saving(group: Sequence[Scenario], params: int, size: int) -> float:
     (estimated, a lower bound on the project's CPU: see the constants above); <= 0: it does
     not pay. `params`: a run's parameters."""
     step_us = STEP_US * (1.0 - TOGETHER_STEP_RATIO / size) - EXTRA_PARAMETER_NS * params / 1e3
-    known: dict[str, float] = {}  # a cluster's commits, estimated once
+    commits = _group_commits(group)
+    distinct = len({s.optimizer.model_dump_json() for s in group})  # programs one by one
+    return commits * step_us * 1e-6 + (distinct - TOGETHER_COMPILE_RATIO) * COMPILE_S
+
+
+def _group_commits(group: Sequence[Scenario]) -> float:
+    """The group's runs' commits in all, estimated (`_commits`, once per distinct cluster)."""
+    known: dict[str, float] = {}
     commits = 0.0
     for s in group:
         key = _cluster_key(s)
         if key not in known:
             known[key] = _commits(s)
         commits += known[key]
-    distinct = len({s.optimizer.model_dump_json() for s in group})  # programs one by one
-    return commits * step_us * 1e-6 + (distinct - TOGETHER_COMPILE_RATIO) * COMPILE_S
+    return commits
 
 
 def _cluster_key(scenario: Scenario) -> str:

@@ -5,6 +5,7 @@ run whose preparation fails, is handled run by run."""
 
 import warnings
 
+import jax
 import pytest
 import yaml
 
@@ -109,7 +110,8 @@ def test_a_run_that_fails_to_prepare_fails_alone(tmp_path, monkeypatch):
         return prepare(who, hyper, lifted, traces)
 
     monkeypatch.setattr(_many_runs, "_prepare", broken)
-    doc = {**SWEEP, "sweep": {}}
+    # Three repeats of one rule in one program (auto runs so short a group one by one).
+    doc = {**SWEEP, "sweep": {}, "engine": {"many_runs": 3}}
     path = write(tmp_path, doc)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -133,11 +135,26 @@ def test_a_run_that_fails_to_prepare_fails_alone(tmp_path, monkeypatch):
     ],
 )
 def test_auto_puts_small_models_together_and_not_the_cnn_on_a_cpu(problem, expected):
-    doc = {**SWEEP, "problem": problem, "sweep": {}}
+    """64 repeats of 2,000 commits (128,000 in all): past `AUTO_MATMUL_COMMITS`."""
+    doc = {**SWEEP, "problem": problem, "sweep": {}, "budget": {"commits": 2000}}
     scenario = config.parse_scenario(doc, "test")
     size, why = _many_runs_plan.unit_size(scenario, 64)
     assert size == expected, why
     assert "auto" in why
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the CPU's rule")
+def test_auto_runs_short_repeats_of_one_rule_one_by_one_and_a_sweep_together():
+    """Logistic regression, batch 64: 3 repeats of 120 commits compile one program one by one,
+    and a larger one together that would not pay; a learning-rate sweep compiles one per rate
+    one by one, so it stays together."""
+    problem = {"model": "logistic", "dataset": "mnist-5k", "batch_size": 64}
+    scenario = config.parse_scenario({**SWEEP, "problem": problem, "sweep": {}}, "test")
+    size, why = _many_runs_plan.unit_size(scenario, 3)
+    assert size == 1 and "one rule and 360 commits" in why
+    runs = config.expand(config.parse_scenario({**SWEEP, "problem": problem}, "test"), "test")
+    group = [r.scenario for r in runs]
+    assert _many_runs_plan.unit_size(group[0], len(group), group)[0] == len(group)
 
 
 def test_unit_sizes_are_as_equal_as_they_can_be():
