@@ -123,8 +123,7 @@ class Executor(abc.ABC):
     def __init__(self, rule, problem, *, params: PyTree, n_workers: int, chunk: int = 512):
         self.rule, self.problem, self.n_workers, self.chunk = rule, problem, n_workers, chunk
         self.params0 = params
-        ws_row = jax.tree.map(lambda a: a[0], rule.init(params, n_workers).workers)
-        self.layout = RowLayout.of(params, ws_row)
+        self.layout = RowLayout.for_rule(rule, params, n_workers)
         self._fill = jax.jit(
             lambda slots, theta, server, rows, fresh: pull_rows(
                 rule, self.layout, slots, theta, server, rows, fresh

@@ -30,6 +30,15 @@ class RowLayout:
     dtype: jnp.dtype  # of the row (the leaves' common dtype)
 
     @staticmethod
+    def for_rule(rule, params: PyTree, n_workers: int) -> RowLayout:
+        """The layout of `rule`'s rows, from the shapes of its worker state alone: its `init`
+        is traced, not run, since it may also build server state far larger than a row (a
+        rule's per-client rows: 6 GiB for the CNN at N = 10,000)."""
+        shapes = jax.eval_shape(lambda p: rule.init(p, n_workers).workers, params)
+        row = jax.tree.map(lambda s: jnp.zeros(s.shape[1:], s.dtype), shapes)
+        return RowLayout.of(params, row)
+
+    @staticmethod
     def of(params: PyTree, worker_state_row: PyTree) -> RowLayout:
         flat, unravel = ravel_pytree((params, worker_state_row))
         snapshot_size = ravel_pytree(params)[0].size

@@ -118,8 +118,7 @@ class ManyRunsExecutor:
         self.rule_of, self.n_workers, self.chunk = rule_of, n_workers, chunk
         self.evals_in_loop = evals_in_loop  # as `SequentialExecutor`'s
         rule = rule_of(example.hyper)
-        ws_row = jax.tree.map(lambda a: a[0], rule.init(example.params, n_workers).workers)
-        self.layout = RowLayout.of(example.params, ws_row)
+        self.layout = RowLayout.for_rule(rule, example.params, n_workers)
         self._treedef = jax.tree.structure(example.problem)
         self._singles: dict[tuple, SequentialExecutor] = {}
         self._chunk = jax.jit(self._chunk_fn, static_argnums=(6, 7), donate_argnums=2)

@@ -71,8 +71,7 @@ class Compiled:
         windows: tuple[int, ...] | None = None,
     ) -> Compiled:
         params = problem.init_params
-        ws_row = jax.tree.map(lambda a: a[0], rule.init(params, n_workers).workers)
-        layout = RowLayout.of(params, ws_row)
+        layout = RowLayout.for_rule(rule, params, n_workers)
         row = jnp.zeros((layout.row_size,), jnp.float32)
         zero = jnp.zeros((), jnp.int32)
         pulled = layout.unravel(row)
