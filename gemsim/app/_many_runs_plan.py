@@ -171,7 +171,7 @@ def _auto_cap(scenario: Scenario, group: Sequence[Scenario]) -> tuple[int, str]:
             "by one on a cpu"
         )
     row_bytes = 4 * ROW_FLOATS_PER_PARAMETER * params * (scenario.workers.count + 1)
-    clients = config.client_state_memory(scenario)  # a rule's rows per client, per run
+    clients = config.client_state_memory(scenario, model_bytes)  # its rows per client, a run
     row_bytes += 0 if clients is None else clients[0]
     cap = max(1, min(AUTO_MAX_RUNS, AUTO_MAX_BYTES // row_bytes))
     why = f"auto on {platform}: {work:,} parameters x examples per commit"

@@ -147,11 +147,13 @@ def build_rule(scenario: Scenario) -> rules.Rule:
     return with_scenario_clients(scenario.optimizer.build(), scenario)
 
 
-def client_state_memory(scenario: Scenario) -> tuple[int, int, int] | None:
+def client_state_memory(
+    scenario: Scenario, model_bytes: int | None = None
+) -> tuple[int, int, int] | None:
     """``(bytes, bound, n_clients)`` of the server's per-client state for the scenario's rule,
     from its row's shapes on the model's parameters (nothing is built or allocated); None when
     the rule keeps none. The bound is `engine.client_state_gib`, or half of this machine's
-    memory."""
+    memory. `model_bytes`: the model's, where the caller has `problem_sizes`' already."""
     if scenario.optimizer is None:
         return None
     rule = scenario.optimizer.build()
@@ -162,7 +164,7 @@ def client_state_memory(scenario: Scenario) -> tuple[int, int, int] | None:
 
     from gemsim import rules
 
-    n_params = problem_sizes(scenario)[1] // 4
+    n_params = (problem_sizes(scenario)[1] if model_bytes is None else model_bytes) // 4
     # The built-in rules' rows are shaped like the parameters, whose leaves do not matter.
     params = {"params": jax.ShapeDtypeStruct((n_params,), jnp.float32)}
     n_clients = data_owners(scenario)

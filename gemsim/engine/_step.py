@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gemsim.rules import ClientServer, CommitContext, Work, pull_state
+from gemsim.rules import ClientServer, CommitContext, Work, apart, pull_state
 from gemsim.types import PyTree
 
 from ._layout import RowLayout
@@ -139,23 +139,13 @@ def _materialize(tree: PyTree, token: jax.Array) -> PyTree:
     amplifies. `x` is only materialized for windowed rules: the others' commits do not read
     it.
 
-    The boundary is a loop whose trip count XLA cannot know (`token` >= 0: none), which it
-    keeps on a CPU, where it drops optimization barriers. The loop's state is the tree's own
-    buffers: a conditional returning the tree copied it on every commit. `rules.stored`'s
-    multiplication by a run-time one would round the same without a boundary, but the
-    gradient's last kernels (the bias gradients' reductions) then fuse into every commit
-    kernel that reads them, and the CNN's commit costs more (both measured: benchmarks/
-    RESULTS.md, "Figures the code cites").
+    The boundary is `rules.apart` (a loop XLA keeps on a CPU; a conditional returning the
+    tree copied it on every commit). `rules.stored`'s multiplication by a run-time one would
+    round the same without a boundary, but the gradient's last kernels (the bias gradients'
+    reductions) then fuse into every commit kernel that reads them, and the CNN's commit
+    costs more (both measured: benchmarks/RESULTS.md, "Figures the code cites").
     """
-
-    def never(state):
-        # Never runs, but must change the tree: XLA forwards a loop's unchanged elements
-        # past the loop, and the boundary would vanish.
-        count, tree = state
-        return count + 1, jax.tree.map(lambda leaf: leaf + leaf, tree)
-
-    _, tree = jax.lax.while_loop(lambda state: state[0] < -1 - token, never, (0, tree))
-    return tree
+    return apart(tree, token)
 
 
 class Committed(NamedTuple):

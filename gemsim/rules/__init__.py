@@ -58,6 +58,7 @@ from gemsim.rules._rule import CommitInfo as CommitInfo
 from gemsim.rules._rule import Rule as Rule
 from gemsim.rules._rule import RuleState as RuleState
 from gemsim.rules._rule import Work as Work
+from gemsim.rules._rule import apart as apart
 from gemsim.rules._rule import commit_context as commit_context
 from gemsim.rules._rule import fresh_row as fresh_row
 from gemsim.rules._rule import keep_gradient as keep_gradient
@@ -126,6 +127,7 @@ __all__ = [
     "SyncServerState",
     "Work",
     "agn",
+    "apart",
     "ca2fl",
     "client_state_bytes",
     "commit_context",

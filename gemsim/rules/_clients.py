@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gemsim.rules._rule import CommitContext, Rule, RuleState
+from gemsim.rules._rule import CommitContext, Rule, RuleState, apart
 from gemsim.types import PyTree
 
 
@@ -85,7 +85,11 @@ def with_clients(rule: Rule, n_clients: int) -> Rule:
 
     def commit(theta, server: ClientServer, ws, work, ctx: CommitContext):
         client = jnp.asarray(ctx.client, jnp.int32)
-        row = _apart(jax.tree.map(lambda a: a[client], server.clients), ctx.commit)
+        # The row in buffers of its own: left to itself, XLA fuses its read into every
+        # computation that uses it, each then reading the N rows after the commit wrote them
+        # in place, and copies all N rows twice a commit to keep the old ones (15x the
+        # commit's cost at N = 1,000 and logistic regression).
+        row = apart(jax.tree.map(lambda a: a[client], server.clients), ctx.commit)
         ctx = ctx._replace(n_clients=n_clients)
         theta, inner, ws, info, new_row = inner_commit(theta, server.rule, ws, work, ctx, row)
         # Padding's row is written back as it was, so that the engine need not select over
@@ -107,21 +111,3 @@ def with_clients(rule: Rule, n_clients: int) -> Rule:
             return inner_pull(ws, theta, server.rule, fresh)
 
     return rule._replace(init=init, commit=commit, on_pull=on_pull, client_init=None)
-
-
-def _apart(tree: PyTree, token: jax.Array) -> PyTree:
-    """``tree`` (a row read from the N rows) in buffers of its own before anything reads it.
-
-    Left to itself, XLA fuses the row's read into every computation that uses the row, each
-    then reading the N rows after the commit wrote them in place, and copies all N rows
-    (twice) at every commit to keep the old ones: 15x the commit's cost at N = 1,000 and
-    logistic regression. The boundary is a loop whose trip count XLA cannot know (``token``
-    >= 0: it never runs), which it keeps on a CPU, where it drops optimization barriers.
-    """
-
-    def never(state):
-        count, tree = state
-        return count + 1, jax.tree.map(lambda leaf: leaf + leaf, tree)
-
-    _, tree = jax.lax.while_loop(lambda state: state[0] < -1 - token, never, (0, tree))
-    return tree

@@ -185,6 +185,24 @@ def stored(tree: PyTree, token: jax.Array) -> PyTree:
     return jax.tree.map(lambda leaf: leaf * one.astype(leaf.dtype), tree)
 
 
+def apart(tree: PyTree, token: jax.Array) -> PyTree:
+    """``tree`` in buffers of its own before anything reads it: a boundary XLA does not fuse
+    through. It is a loop whose trip count XLA cannot know (``token``: any traced int32
+    scalar >= 0, so it never runs), which XLA keeps on a CPU, where it drops optimization
+    barriers; the loop's state is the tree's own buffers (a conditional returning the tree
+    copied it). The engine stores a worker's work with it before the commit reads it, and
+    `with_clients` a client's row before the commit uses it."""
+
+    def never(state):
+        # Never runs, but must change the tree: XLA forwards a loop's unchanged elements
+        # past the loop, and the boundary would vanish.
+        count, tree = state
+        return count + 1, jax.tree.map(lambda leaf: leaf + leaf, tree)
+
+    _, tree = jax.lax.while_loop(lambda state: state[0] < -1 - token, never, (0, tree))
+    return tree
+
+
 def stateless(params: PyTree, n_workers: int) -> RuleState:
     """The ``init`` of a rule with neither server nor worker state."""
     del params
