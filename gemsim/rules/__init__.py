@@ -7,9 +7,9 @@ NamedTuple of pure functions the engine drives (the interface: ``_rule.py``, doc
 from gemsim.rules._agn import agn as agn
 from gemsim.rules._ca2fl import Ca2flState as Ca2flState
 from gemsim.rules._ca2fl import ca2fl as ca2fl
-from gemsim.rules._clients import ClientServer as ClientServer
-from gemsim.rules._clients import client_state_bytes as client_state_bytes
-from gemsim.rules._clients import with_clients as with_clients
+from gemsim.rules._client_state import ClientServer as ClientServer
+from gemsim.rules._client_state import client_state_bytes as client_state_bytes
+from gemsim.rules._client_state import with_clients as with_clients
 from gemsim.rules._dcasgd import DcasgdWorkerState as DcasgdWorkerState
 from gemsim.rules._dcasgd import dcasgd as dcasgd
 from gemsim.rules._delay_adaptive import DelayAdaptiveState as DelayAdaptiveState
