@@ -10,15 +10,22 @@ rows and `--json` lines keep their order). Each folder is still written atomical
 behind and the folders already reported stay valid. An interrupt (Ctrl-C, SIGTERM) in the
 driver likewise waits for the writes under way: a run whose results were computed is kept,
 whole, and the process never ends with a write cut off.
+
+The threads are the writer's own, started before any write: an interrupt can come at any
+instruction of the driver, also inside `submit`, and a pool that starts its threads on demand
+(`ThreadPoolExecutor`) can then be left with a thread it does not know of, still writing when
+the process exits. Here a record is queued before it is handed to a thread, and whichever
+takes it first, a thread or the driver ending on an interrupt, writes it.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent import futures
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 
 from gemsim.results import RunResult
@@ -30,6 +37,7 @@ GIL: 16 folders of 20,000 commits took 0.27-0.37 s with four threads, 0.43-0.60 
 0.62-0.74 s with one (a 2-core machine, benchmarks/fixed_costs.py's study)."""
 
 OnWritten = Callable[[int, RunResult], None]
+_Job = tuple[RunResult, Future]
 
 
 class FolderWriter:
@@ -42,18 +50,25 @@ class FolderWriter:
 
     def __init__(self, out_dir: Path, on_written: OnWritten, *, threads: int = THREADS):
         self.out_dir, self.on_written = Path(out_dir), on_written
-        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="gemsim-write")
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._queue: deque[tuple[int, RunResult, Future]] = deque()
         self._lock = threading.Lock()  # one reporter at a time, in order
         self._error: BaseException | None = None
+        self._threads: list[threading.Thread] = []
+        for i in range(max(1, threads)):
+            # Daemons: an idle one never holds the interpreter's exit; `_finish` stops them.
+            thread = threading.Thread(target=self._work, name=f"gemsim-write-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def submit(self, index: int, record: RunResult) -> None:
         """Write `record`'s folder in the background (raises an earlier write's error)."""
         self._raise()
-        future = self._pool.submit(record.write, self.out_dir)
-        with self._lock:
+        future: Future = Future()
+        with self._lock:  # queued first: an interrupt from here on still finds it
             self._queue.append((index, record, future))
         future.add_done_callback(lambda _: self._report())
+        self._jobs.put((record, future))
 
     def close(self) -> None:
         """Wait for every write; raise the first error."""
@@ -67,26 +82,57 @@ class FolderWriter:
         if exc_type is None:
             self.close()
         else:  # the sweep's own error wins; what was computed is still written
-            self._finish()
+            self._drain()
 
     def _finish(self) -> None:
-        """Every write done and reported, even through an interrupt while waiting (the writes
-        under way end whole; `interruptible` ignores a second signal)."""
+        """Every write done and reported, even through an interrupt while waiting."""
         try:
-            self._wait()
+            futures.wait(self._futures())
         except BaseException:
-            self._wait()
-            self._report()
+            self._drain()
             raise
-        self._pool.shutdown(wait=True)
+        self._stop()
         self._report()
 
-    def _wait(self) -> None:
-        # On the futures, not the threads: a join cut short by a signal marks its thread as
-        # ended while it still runs (Python's `Thread._wait_for_tstate_lock`, bpo-45274).
+    def _drain(self) -> None:
+        """After an interrupt (later signals are ignored, `interruptible`): the records no
+        thread has taken are written here, those under way waited for, then all reported."""
+        for _, record, future in self._snapshot():
+            self._write(record, future)
+        futures.wait(self._futures())
+        self._stop()
+        self._report()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            self._write(*job)
+
+    def _write(self, record: RunResult, future: Future) -> None:
+        """Write `record` unless a thread or the driver has taken it already."""
+        try:
+            claimed = future.set_running_or_notify_cancel()
+        except RuntimeError:  # running or done: taken
+            return
+        if not claimed:
+            return
+        try:
+            result = record.write(self.out_dir)
+        except BaseException as exc:  # raised in the driver by submit or close
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+
+    def _stop(self) -> None:
+        """Each thread ends once the jobs before its None are done (nothing waits for it)."""
+        for _ in self._threads:
+            self._jobs.put(None)
+
+    def _snapshot(self) -> list[tuple[int, RunResult, Future]]:
         with self._lock:
-            pending = [future for _, _, future in self._queue]
-        futures.wait(pending)
+            return list(self._queue)
+
+    def _futures(self) -> list[Future]:
+        return [future for _, _, future in self._snapshot()]
 
     def _report(self) -> None:
         """Report the written folders at the head of the queue, in order; stop at an error."""

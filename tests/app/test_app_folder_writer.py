@@ -59,7 +59,7 @@ def test_a_failed_write_is_raised_after_the_others_are_done(tmp_path):
     # The next submit after an error raises it rather than writing on.
     late = FolderWriter(tmp_path, lambda i, r: None)
     late.submit(0, _Record("e", 0.0, ValueError("bad manifest")))
-    late._pool.shutdown(wait=True)
+    _folder_writer.futures.wait(late._futures())
     with pytest.raises(ValueError, match="bad manifest"):
         late.submit(1, _Record("f"))
     assert not (tmp_path / "f").exists()
@@ -111,4 +111,38 @@ def test_an_interrupt_while_waiting_still_ends_the_writes_under_way(tmp_path, mo
     writer.submit(0, record)
     with pytest.raises(KeyboardInterrupt):
         writer.close()
-    assert calls == [1, 1] and record.written.is_set() and seen == [0]
+    # Waited again, or written by the driver itself if no thread had taken it yet.
+    assert calls[0] == 1 and record.written.is_set() and seen == [0]
+
+
+class _InterruptedQueue:
+    """The writer's job queue, with Ctrl-C arriving inside `submit` as it hands a record
+    over: before the hand-over, or once a thread may have taken it."""
+
+    def __init__(self, jobs, after):
+        self.jobs, self.after = jobs, after
+
+    def put(self, job):
+        if job is not None and self.after:
+            self.jobs.put(job)
+        if job is not None:
+            raise KeyboardInterrupt
+        self.jobs.put(job)
+
+    def get(self):
+        return self.jobs.get()
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+def test_an_interrupt_inside_submit_still_writes_the_record_whole(tmp_path, after):
+    """A Ctrl-C can come at any instruction of the driver, also while it hands a record to a
+    thread: the record is written whole (by a thread or by the driver) before the writer is
+    left, and reported."""
+    seen, record = [], _Record("a", 0.2)
+    with pytest.raises(KeyboardInterrupt), FolderWriter(tmp_path, lambda i, r: seen.append(i)) as w:
+        w._jobs = _InterruptedQueue(w._jobs, after)
+        w.submit(0, record)
+    assert record.written.is_set() and seen == [0]
+    for thread in w._threads:  # told to stop: none is left waiting for work
+        thread.join(timeout=60)
+        assert not thread.is_alive()
