@@ -21,7 +21,7 @@ from ._optimizer import stops_of, window_of
 from ._problem_blocks import dataset_spec, model_context, model_spec
 from ._protocol_blocks import check_protocol, resolve_protocol
 from ._scenario import Scenario
-from ._windows import worker_windows
+from ._windows import client_dynamic_window, worker_windows
 from ._worker_specs import worker_specs
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ def build_cluster(
         discipline=timing.Discipline[server.discipline.upper()],
         window=window_of(scenario.optimizer) if scenario.optimizer else 1,
         windows=worker_windows(scenario, workers),
+        dynamic_window=client_dynamic_window(scenario),
         protocol=resolve_protocol(scenario),
         budget=_budget(scenario, steps_per_epoch),
         pull_at=timing.PullAt(server.pull),

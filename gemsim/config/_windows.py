@@ -5,7 +5,8 @@ Liu, Douillard et al. 2024 ("Asynchronous Local-SGD Training for Language Modeli
 speed in steps per second, so that every worker's commit takes about as long as the
 fastest one's H steps. gemsim reads ``v_w`` from the timing model's input: the worker's
 speed factor over its compute law's mean seconds per mini-batch. A worker gets at least one
-step. `workers.groups[].window` gives a group its own count instead.
+step. `workers.groups[].window` gives a group its own count instead. A population's clients
+take theirs from their speed factors, drawn in the timing model (`timing.client_windows`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, PositiveInt
 
+from gemsim import timing
+
 from ._block import Block
 
 if TYPE_CHECKING:
-    from gemsim import timing
-
     from ._scenario import Scenario
 
 
@@ -38,10 +39,14 @@ def static_window(window: int | DynamicWindow) -> int:
     return window.dynamic if isinstance(window, DynamicWindow) else int(window)
 
 
-def dylu_windows(rates: list[float], h: int) -> tuple[int, ...]:
-    """``max(1, floor(v_w / max v * H))`` for each worker's step rate ``v_w``."""
-    top = max(rates)
-    return tuple(max(1, math.floor(v / top * h)) for v in rates)
+def client_dynamic_window(scenario: Scenario) -> int | None:
+    """A population's DyLU H (`window: {dynamic: H}`, each client's own local steps from
+    its speed factor, `timing.client_windows`), else None."""
+    optimizer = scenario.optimizer
+    window = getattr(optimizer, "window", None) if optimizer is not None else None
+    if scenario.clients is None or not isinstance(window, DynamicWindow):
+        return None
+    return window.dynamic
 
 
 def worker_windows(
@@ -79,16 +84,13 @@ def worker_windows(
         )
     if not grouped and not dynamic:
         return None
-    if scenario.clients is not None:
-        raise ValueError(
-            "optimizer.window: {dynamic: H} is for persistent workers; a population's slots "
-            "serve clients of every speed and take the rule's fixed window"
-        )
+    if scenario.clients is not None:  # (its slots have no groups) each client's own steps
+        return None  # `client_dynamic_window`
     if dynamic:
         if workers is None:
             raise ValueError("a dynamic window needs the scenario's worker specs")
         rates = [_step_rate(w, ws) for w, ws in enumerate(workers)]
-        return dylu_windows(rates, window.dynamic)
+        return timing.dylu_windows(rates, window.dynamic)
     default = static_window(window) if window is not None else 1
     windows = [default] * scenario.workers.count
     start = 0

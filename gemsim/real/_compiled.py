@@ -54,11 +54,12 @@ class Compiled:
     _gradient: Any
     _commit: Any
     _pull: Any
-    windows: tuple[int, ...] | None = None  # each worker's local steps; None: the rule's
+    # each data owner's local steps (a worker's, or a population's client's); None: the rule's
+    windows: tuple[int, ...] | np.ndarray | None = None
 
-    def window_of(self, worker: int) -> int:
-        """Mini-batches a commit of ``worker`` holds."""
-        return self.rule.window if self.windows is None else self.windows[worker]
+    def window_of(self, owner: int) -> int:
+        """Mini-batches a commit of data owner ``owner`` holds."""
+        return self.rule.window if self.windows is None else int(self.windows[owner])
 
     @staticmethod
     def of(
@@ -68,7 +69,7 @@ class Compiled:
         *,
         population: bool = False,
         pull_before_apply: bool = False,
-        windows: tuple[int, ...] | None = None,
+        windows: tuple[int, ...] | np.ndarray | None = None,
     ) -> Compiled:
         params = problem.init_params
         layout = RowLayout.for_rule(rule, params, n_workers)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
+
+import numpy as np
 
 from gemsim import timing
 from gemsim.engine import EngineResult
@@ -47,6 +50,18 @@ class RealJob:
     def population(self) -> bool:
         """Whether the workers are slots serving a population's clients."""
         return self.spec.population is not None
+
+    @cached_property
+    def windows(self) -> tuple[int, ...] | np.ndarray | None:
+        """Each data owner's local steps where they differ (`timing.owner_windows`)."""
+        return timing.owner_windows(self.spec, self.seed)
+
+    def task_draws(self, owner: int) -> int:
+        """Compute draws a task of `owner` takes from its slot's stream: one per mini-batch
+        where a population's clients take their own local steps, else one per task."""
+        if not self.spec.batch_draws or self.windows is None:
+            return 1
+        return int(self.windows[owner])
 
 
 @dataclass(frozen=True)

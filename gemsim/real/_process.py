@@ -304,7 +304,7 @@ class ProcessBackend:
     def _send_task(self, w: int, c: int, *, pull: bool) -> None:
         if pull:
             self.rows.array[w] = self.book.start_task(w)
-        first, cycle = self.book.client_first_step(c), self.book.next_cycle(w)
+        first, cycle = self.book.client_first_step(c), self.book.next_cycle(w, c)
         speed = float(self.pool.speeds[c])
         if self._send(w, ("go", first, self._t0, cycle, c, speed)):
             self._workers[w].state, self._workers[w].since = "working", self._clock()

@@ -157,7 +157,7 @@ class _Server:
         return self._go(w, c, row)  # from the committed row: no pull
 
     def _go(self, w: int, c: int, row):
-        first, cycle = self.book.client_first_step(c), self.book.next_cycle(w)
+        first, cycle = self.book.client_first_step(c), self.book.next_cycle(w, c)
         return ("go", row.copy(), first, cycle, c, float(self.pool.speeds[c]), self.t0)
 
     def progress(self) -> int:
@@ -181,7 +181,7 @@ class _Worker:
 
         rule, problem = job.build()
         self.w, self.job = w, job
-        self.compiled = Compiled.of(rule, problem, job.n_workers, windows=job.spec.windows)
+        self.compiled = Compiled.of(rule, problem, job.n_workers, windows=job.windows)
         row = self.compiled.initial_rows()[w]
         self.compiled.gradient(row, w, 0)  # compile before the clock starts
         self.emulated = EmulatedCompute(job.spec, job.seed, w)
@@ -229,7 +229,7 @@ class _Worker:
             work = self.compiled.gradient(row, client, first_step)
             if self.job.emulate_latency:
                 # The slot's draw divided by its client's speed factor, as the timing model's.
-                target = self.emulated(cycle, started - t0) / speed
+                target = self.emulated(cycle, started - t0, self.job.task_draws(client)) / speed
                 time.sleep(max(0.0, target - (time.time() - started)))
             compute = time.time() - started
             reply = ray.get(server.commit.remote(self.w, 0, work, compute, time.time()))

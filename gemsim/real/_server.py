@@ -17,6 +17,7 @@ one its next gradient is computed on, as the timing model does.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -67,6 +68,7 @@ class ServerBook:
         n_clients: int | None = None,
         *,
         drops: list | None = None,
+        draws: Callable[[int], int] | None = None,
     ):
         if (n_clients is not None) != compiled.population:
             raise ValueError("a population's book needs a population's Compiled, and back")
@@ -82,7 +84,8 @@ class ServerBook:
         self.committed_rows = self.rows.copy() if n_clients is not None else None
         self.pulled = np.zeros(n, np.int64)  # version each worker's snapshot holds
         self.commits_of = np.zeros(n, np.int64)
-        self.cycles_of = np.zeros(n, np.int64)  # computations asked for, lost ones included
+        self.cycles_of = np.zeros(n, np.int64)  # compute draws asked for, lost ones included
+        self.draws = draws or (lambda owner: 1)  # a task's draws (`RealJob.task_draws`)
         self.new_life = np.ones(n, bool)  # the worker's next commit is the first of its life
         self.events: list[WorkerEvent] = []
         self.diverged_at: int | None = None
@@ -110,14 +113,16 @@ class ServerBook:
     def client_first_step(self, client: int) -> int:
         """A population's client's next mini-batch in its own stream: its committed tasks
         times the window, as the engine's plan counts them (a lost task is computed again)."""
-        return int(self.client_commits[client]) * self.compiled.rule.window
+        return int(self.client_commits[client]) * self.compiled.window_of(client)
 
-    def next_cycle(self, worker: int) -> int:
-        """The index of the computation the worker is now asked for, over all its lives, the
-        ones lost to a kill included: the timing model draws a compute time for each, so
-        `timing.EmulatedCompute` takes draw `cycle` as the simulator does after a loss."""
+    def next_cycle(self, worker: int, owner: int | None = None) -> int:
+        """The index of the compute draw the worker's computation for `owner` (a population's
+        client; else the worker) starts at, over all its lives, the ones lost to a kill
+        included: the timing model draws a compute time for each (one per mini-batch where
+        clients take their own local steps), so `timing.EmulatedCompute` takes the draws
+        from `cycle` on as the simulator does after a loss."""
         cycle = int(self.cycles_of[worker])
-        self.cycles_of[worker] += 1
+        self.cycles_of[worker] += self.draws(worker if owner is None else owner)
         return cycle
 
     def lost_push(self, worker: int) -> np.ndarray | None:
@@ -259,7 +264,8 @@ class ServerBook:
         windows = self.compiled.windows
         if windows is None:
             return None
-        return np.asarray(windows, np.int64)[np.asarray(self._cols.worker, np.int64)]
+        owners = self._cols.worker if self.n_clients is None else self._cols.client
+        return np.asarray(windows, np.int64)[np.asarray(owners, np.int64)]
 
     def result(self) -> EngineResult:
         """The run as the engine reports one (final evaluation of the last finite theta)."""
@@ -294,10 +300,10 @@ def server_book(job: RealJob) -> ServerBook:
         job.n_workers,
         population=job.population,
         pull_before_apply=before,
-        windows=job.spec.windows,
+        windows=job.windows,
     )
     population = job.spec.population
     n_clients = None if population is None else population.n_clients
     p = job.spec.drop_push
     drops = [timing.drop_draw(job.seed, w, p) for w in range(job.n_workers)] if p > 0 else None
-    return ServerBook(compiled, job.spec.budget, n_clients, drops=drops)
+    return ServerBook(compiled, job.spec.budget, n_clients, drops=drops, draws=job.task_draws)

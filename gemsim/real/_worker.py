@@ -72,7 +72,7 @@ def use_worker_environment(environ: dict[str, str]) -> None:
 def _serve(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) -> None:
     rule, problem = job.build()
     compiled = Compiled.of(
-        rule, problem, job.n_workers, population=job.population, windows=job.spec.windows
+        rule, problem, job.n_workers, population=job.population, windows=job.windows
     )
     n = job.n_workers
     rows = SharedArray.attach(rows_name, (n, compiled.layout.row_size))
@@ -92,7 +92,7 @@ def _serve(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) ->
                 # The timing model's own draw for this cycle, stretched by the worker's
                 # slowdowns at this moment of the run (t0: the run's start, same clock), and
                 # divided by a population's client's speed factor, as the timing model does.
-                target = emulated(cycle, started - t0) / speed
+                target = emulated(cycle, started - t0, job.task_draws(owner)) / speed
                 time.sleep(max(0.0, target - (time.monotonic() - started)))
             compute = time.monotonic() - started
             outbox.array[worker] = work

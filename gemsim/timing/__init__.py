@@ -47,6 +47,9 @@ from ._lives import SlowdownClock as SlowdownClock
 from ._lives import down_intervals as down_intervals
 from ._lives import ever_up as ever_up
 from ._lives import life_events as life_events
+from ._local_steps import client_windows as client_windows
+from ._local_steps import dylu_windows as dylu_windows
+from ._local_steps import owner_windows as owner_windows
 from ._outcome import TASK_COMMITTED as TASK_COMMITTED
 from ._outcome import TASK_IN_FLIGHT as TASK_IN_FLIGHT
 from ._outcome import TASK_LOST as TASK_LOST

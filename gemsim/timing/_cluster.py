@@ -214,6 +214,10 @@ class ClusterSpec:
         windows: None, or one window per worker (its own local steps per commit: a group's
             window, or DyLU's from its speed); ``window`` is then unused. Persistent workers
             only.
+        dynamic_window: None, or DyLU's H for a population's clients (`window: {dynamic:
+            H}`): each task of client c holds ``max(1, floor(s_c / max s * H))`` mini-batches,
+            s the clients' speed factors (`client_windows`), and its compute time is the sum
+            of that many draws of its slot's per-batch law, divided by s_c. ``window`` is H.
         protocol: the server protocol (`gemsim.timing.Async` by default).
         synchronous: shorthand for ``protocol=Sync()``; after construction it says whether
             the protocol is `Sync`.
@@ -247,6 +251,7 @@ class ClusterSpec:
     discipline: Discipline = Discipline.FIFO
     window: int = 1
     windows: tuple[int, ...] | None = None
+    dynamic_window: int | None = None
     protocol: ServerProtocol = Async()
     synchronous: bool = False
     shared_link: bool = False
@@ -298,6 +303,7 @@ class ClusterSpec:
                 "ClusterSpec.shared_link needs bandwidth_bytes_per_s (the link's speed), got None"
             )
         self._check_population()
+        self._check_dynamic_window()
         _set(self, "pull_at", check_enum("ClusterSpec.pull_at", self.pull_at, PullAt))
         _set(self, "ties", check_enum("ClusterSpec.ties", self.ties, Ties))
         check_instance("ClusterSpec.stops", self.stops, STOP_TYPES, optional=True)
@@ -324,6 +330,29 @@ class ClusterSpec:
             raise ValueError(
                 "ClusterSpec.windows: a population's slots take the rule's window; allowed: None"
             )
+
+    def _check_dynamic_window(self) -> None:
+        h = self.dynamic_window
+        if h is None:
+            return
+        h = _integer("ClusterSpec", "dynamic_window", h, minimum=1)
+        _set(self, "dynamic_window", h)
+        if self.population is None:
+            raise ValueError(
+                "ClusterSpec.dynamic_window: for a population's clients; persistent workers "
+                "take their DyLU counts as `windows`"
+            )
+        if h != self.window:
+            raise ValueError(
+                f"ClusterSpec.dynamic_window {h} differs from window {self.window}; allowed: "
+                f"the window H (the most local steps a task holds)"
+            )
+
+    @property
+    def batch_draws(self) -> bool:
+        """Whether each compute draw is one mini-batch (a task summing as many as it holds:
+        a population's own local steps), else one whole commit of ``window_of`` batches."""
+        return self.dynamic_window is not None
 
     def _check_drop_push(self) -> None:
         p = _real("ClusterSpec", "drop_push", self.drop_push, positive=False)

@@ -127,7 +127,7 @@ def check_compute(law: Distribution, speed: float, window: int = 1) -> None:
 class WorkerDraws(NamedTuple):
     """The three draw streams of one worker (values in seconds)."""
 
-    compute: Draw  # compute time of one commit: sum of `window` batches / speed
+    compute: Draw  # one commit's compute time, `window` batches / speed (or one batch's)
     push: Draw  # push latency, model transfer included
     pull: Draw  # pull latency, model transfer included
 
@@ -144,7 +144,8 @@ def worker_draws(spec: ClusterSpec, seed: int, worker: int) -> WorkerDraws:
         compute=draw_stream(
             ws.compute,
             (seed, WORKER_KEY, worker, COMPUTE),
-            group=window,
+            # A population's own local steps sum a task's batches from a per-batch stream.
+            group=1 if spec.batch_draws else window,
             divide=ws.speed,
         ),
         push=draw_stream(spec.push, (seed, WORKER_KEY, worker, PUSH), add=transfer),

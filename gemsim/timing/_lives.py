@@ -176,15 +176,19 @@ class EmulatedCompute:
         worker = spec.workers[w]
         self._slow = SlowdownClock(worker, seed, w) if worker.slowdowns is not None else None
 
-    def __call__(self, cycle: int, start: float) -> float:
-        """Seconds cycle ``cycle`` (non-decreasing over calls) computes, started at ``start``."""
+    def __call__(self, cycle: int, start: float, draws: int = 1) -> float:
+        """Seconds the computation from draw ``cycle`` (non-decreasing over calls) lasts,
+        started at ``start``: the sum of ``draws`` draws (a population's task of its client's
+        own local steps, one per mini-batch, summed in order as the timing model does)."""
         if cycle < self._drawn:
             raise ValueError(f"cycle {cycle} comes after cycle {self._drawn - 1}")
         while self._drawn < cycle:
             self._draw()
             self._drawn += 1
         value = self._draw()
-        self._drawn += 1
+        for _ in range(draws - 1):
+            value += self._draw()
+        self._drawn += draws
         return value if self._slow is None else self._slow.stretch(start, value)
 
 

@@ -39,6 +39,7 @@ from simpy.events import NORMAL
 
 from ._calendar import Calendar, client_speeds
 from ._draws import check_compute
+from ._local_steps import speed_windows
 from ._outcome import TASK_COMMITTED, TASK_IN_FLIGHT, TASK_LOST, ClientReport, ClientTasks
 from ._population import Population
 from ._population_stats import client_report
@@ -61,6 +62,11 @@ class PopulationRun:
             slowest = float(self.speeds.min())  # the longest tasks must still fit the clock
             for law, speed in dict.fromkeys((ws.compute, ws.speed) for ws in state.spec.workers):
                 check_compute(law, speed * slowest, state.spec.window)
+        # DyLU's own local steps per client (`ClusterSpec.dynamic_window`), else None: the
+        # slot's stream gives a whole task's compute time per draw.
+        self.windows = None
+        if state.spec.dynamic_window is not None:
+            self.windows = speed_windows(self.speeds, state.spec.dynamic_window).tolist()
         self.calendar = Calendar(population, schedule)
         self.busy = bytearray(n)
         self.selector = Selector(population, self.calendar, self.busy, seed)
@@ -109,14 +115,17 @@ class PopulationRun:
         self.arm(w, pull)
 
     def arm(self, w: int, pull: bool) -> None:
-        """Slot ``w``'s task on its client: pull (when ``pull``), ``window`` batches of the
-        slot's compute divided by the client's speed, push; ends at the arrival or at the
-        client's next down, whichever comes first."""
+        """Slot ``w``'s task on its client: pull (when ``pull``), ``window`` batches (the
+        client's own count under DyLU) of the slot's compute divided by the client's speed,
+        push; ends at the arrival or at the client's next down, whichever comes first."""
         state = self.state
         env = state.env
         compute, push, pull_draw = state.draws[w]
         p = pull_draw() if pull else 0.0
         c = compute()
+        if self.windows is not None:  # the client's own batches, one draw each, in order
+            for _ in range(self.windows[self.client_of[w]] - 1):
+                c += compute()
         if self.speed is not None:
             c = c / self.speed[self.client_of[w]]
         now = env._now
@@ -194,6 +203,12 @@ class PopulationRun:
         self.tasks.end(self.task_of[w], now, TASK_COMMITTED, k - 1)
         self._release(c, now)
         self._assign(w, True)
+
+    def local_steps(self) -> np.ndarray | None:
+        """Each commit's mini-batches under DyLU (its client's count), else None."""
+        if self.windows is None:
+            return None
+        return np.asarray(self.windows, np.int64)[np.asarray(self.clients, np.int64)]
 
     def _release(self, c: int, now: float) -> None:
         """Client ``c``'s task is over. If it is down and slots wait, the shared wake-up moves

@@ -86,7 +86,7 @@ def _population_run(
     env.run()
     duration = state.duration()
     run.finish(duration)
-    trace = state.to_trace(run.clients, population.n_clients)
+    trace = state.to_trace(run.clients, population.n_clients, run.local_steps())
     return Simulation(trace, worker_report(state, duration), run.report())
 
 

@@ -338,10 +338,13 @@ class SimState:
         return self.times[-1] if self.times else 0.0
 
     def to_trace(
-        self, client: list[int] | None = None, n_clients: int | None = None
+        self,
+        client: list[int] | None = None,
+        n_clients: int | None = None,
+        local_steps: np.ndarray | None = None,
     ) -> CommitTrace:
         """The recorded commits as a validated `CommitTrace` (with a population's ``client``
-        column and ``n_clients`` when given)."""
+        column and ``n_clients`` when given, and its clients' own ``local_steps``)."""
         times = np.asarray(self.times, dtype=np.float64)
         n = len(times)
         if self.service is None:
@@ -370,7 +373,7 @@ class SimState:
             round_end=round_end,
             client=None if client is None else np.asarray(client, dtype=np.int64),
             n_clients=n_clients,
-            local_steps=self._local_steps(),
+            local_steps=self._local_steps() if local_steps is None else local_steps,
             dropped=None if self.drops is None else np.asarray(self.dropped_rows, np.int64),
         )
 

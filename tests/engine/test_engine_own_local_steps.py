@@ -11,7 +11,7 @@ import optax
 import pytest
 from engine_helpers import cluster, quadratic
 
-from gemsim import engine, rules, timing
+from gemsim import engine, problems, rules, timing
 
 DIM = 4
 WINDOWS = (5, 3, 1)
@@ -23,15 +23,17 @@ def _trace(seed=3, windows=WINDOWS, commits=24):
 
 
 def _replay(prob, trace, lr_in, lr_out):
-    """Local SGD with an outer SGD step written out: commit k's worker takes
-    `local_steps[k]` SGD steps from the version it pulled on the next batches of its own
-    stream; the server moves by `lr_out` times the pseudo-gradient."""
+    """Local SGD with an outer SGD step written out: commit k's data owner (its worker, or
+    a population's client) takes `local_steps[k]` SGD steps from the version it pulled on
+    the next batches of its own stream; the server moves by `lr_out` times the
+    pseudo-gradient."""
     grad = jax.jit(jax.grad(prob.loss))
     theta0 = np.asarray(prob.init_params["theta"], np.float64)
     versions = [theta0]
-    used = dict.fromkeys(range(trace.n_workers), 0)
+    owners = trace.worker if trace.client is None else trace.client
+    used = dict.fromkeys(range(trace.n_workers if trace.client is None else trace.n_clients), 0)
     for k in range(len(trace)):
-        w, pulled = int(trace.worker[k]), int(trace.pulled_version[k])
+        w, pulled = int(owners[k]), int(trace.pulled_version[k])
         x0 = jnp.asarray(versions[pulled], jnp.float32)
         x = x0
         for _ in range(int(trace.local_steps[k])):
@@ -122,3 +124,44 @@ def test_a_commit_after_lost_pushes_starts_from_a_plain_pull():
         if prev.size:
             assert not plan.fill_self[prev[-1]]
             assert int(trace.pulled_version[k]) in filled | {0}
+
+
+def test_a_populations_clients_run_their_own_steps_on_their_own_streams():
+    """DyLU per client (`ClusterSpec.dynamic_window`): each task runs its client's count of
+    steps on the client's next batches, counted over the client's tasks, in both executors."""
+    n_clients, h = 10, 5
+    spec = timing.ClusterSpec(
+        workers=(timing.WorkerSpec(timing.LogNormal(0.3, 0.5)),) * 3,
+        budget=timing.CommitBudget(30),
+        population=timing.Population(n_clients, speed=timing.LogNormal(1.0, 0.8)),
+        window=h,
+        dynamic_window=h,
+    )
+    trace = timing.simulate(spec, seed=2)
+    assert len(set(trace.local_steps.tolist())) > 1
+    prob = problems.make_problem(
+        problems.Quadratic(dim=DIM, condition=4.0, noise=0.1, heterogeneity=1.0),
+        None,
+        batch_size=1,
+        seed=1,
+        n_workers=n_clients,
+    )
+    rule = rules.local(inner=optax.sgd(0.05), outer=optax.sgd(0.5), window=h)
+    expected, used = _replay(prob, trace, 0.05, 0.5)
+    plan = engine.plan_of(trace, window=h)
+    for c, steps in used.items():
+        mine = np.flatnonzero(trace.client == c)
+        assert (
+            plan.first_step[mine].tolist() == np.cumsum([0, *trace.local_steps[mine][:-1]]).tolist()
+        )
+        assert steps == trace.local_steps[mine].sum()
+    for executor in (engine.SequentialExecutor, engine.WavefrontExecutor):
+        ex = executor(rule, prob, params=prob.init_params, n_workers=3, chunk=8)
+        out = ex.execute(plan)
+        np.testing.assert_allclose(
+            np.asarray(out.params["theta"]),
+            expected,
+            rtol=2e-5,
+            atol=1e-6,
+            err_msg=executor.__name__,
+        )

@@ -264,3 +264,46 @@ def test_a_population_run_with_per_client_state_replays_bit_exactly():
     unseen = np.setdiff1d(np.arange(N_CLIENTS), seen)
     np.testing.assert_array_equal(caches[unseen], 0.0)
     assert wait_no_children() == []
+
+
+@pytest.mark.slow
+@pytest.mark.bitexact
+def test_a_population_with_dylu_runs_each_clients_own_steps_and_replays_bit_exactly():
+    """`window: {dynamic: H}` in a population: each task runs its client's DyLU count (from
+    the client's speed factor), its emulated compute lasts at least the sum of that many
+    per-batch draws of its slot's stream (lost tasks using up theirs, as in the timing
+    model), and the engine replays the recorded trace to the same bits."""
+    from gemsim import config, real
+    from gemsim.app._stages import build_problem, real_job
+
+    h = 4
+    scenario = population_scenario(
+        commits=36,
+        clients={"churn": CHURN, "speed": SPEED},
+        optimizer={"rule": "local", "lr": 0.05, "window": {"dynamic": h}},
+        compute={"dist": "lognormal", "median": 0.01, "sigma": 0.5},
+    )
+    done = real.run_backend("process", real_job(scenario))
+    trace = done.trace
+    assert done.result.status.value == "ok" and len(trace) == 36
+    spec = config.build_cluster(scenario)
+    speeds = timing.client_speeds(spec.population, scenario.seed).tolist()
+    windows = [max(1, math.floor(v / max(speeds) * h)) for v in speeds]
+    np.testing.assert_array_equal(trace.local_steps, np.asarray(windows)[trace.client])
+    assert len(set(trace.local_steps.tolist())) > 1
+    tasks = done.clients.tasks
+    for w in range(N_SLOTS):
+        rng = np.random.default_rng(np.random.SeedSequence(scenario.seed, spawn_key=(0, w, 0)))
+        draws = iter(rng.lognormal(math.log(0.01), 0.5, size=4096).tolist())
+        for i in np.flatnonzero(tasks.slot == w).tolist():
+            c = int(tasks.client[i])
+            target = sum(next(draws) for _ in range(windows[c])) / speeds[c]
+            if tasks.commit[i] >= 0:
+                assert trace.compute_time[tasks.commit[i]] >= target * (1 - 1e-9)
+    rule, problem = config.build_rule(scenario), build_problem(scenario)
+    executor = engine.SequentialExecutor(
+        rule, problem, params=problem.init_params, n_workers=N_SLOTS
+    )
+    replay = executor.execute(engine.plan_of(trace, window=rule.window))
+    np.testing.assert_array_equal(flat(replay.params), flat(done.result.params))
+    assert wait_no_children() == []

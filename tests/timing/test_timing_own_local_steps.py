@@ -184,19 +184,73 @@ def test_bad_windows_are_refused_naming_the_field(optimizer, groups, field):
     assert field in str(err.value)
 
 
-def test_a_dynamic_window_in_a_population_is_refused():
-    with pytest.raises(ScenarioError, match="optimizer.window"):
-        config.parse_scenario(
-            {
-                "name": "p",
-                "seed": 0,
-                "workers": {"count": 2, "compute": {"dist": "constant", "value": 1.0}},
-                "clients": {"population": 10, "concurrency": 2},
-                "budget": {"commits": 10},
-                "optimizer": {"rule": "local", "window": {"dynamic": 4}},
-            },
-            "p.yaml",
-        )
+def _population(optimizer, *, compute=None, churn=None, commits=60, seed=4):
+    clients = {
+        "population": 40,
+        "concurrency": 4,
+        "speed": {"dist": "lognormal", "median": 1.0, "sigma": 0.9},
+    }
+    if churn:
+        clients["churn"] = churn
+    workers = {"count": 4, "compute": compute or {"dist": "constant", "value": 0.5}}
+    doc = {
+        "name": "p",
+        "seed": seed,
+        "workers": workers,
+        "clients": clients,
+        "budget": {"commits": commits},
+        "optimizer": optimizer,
+    }
+    return config.parse_scenario(doc, "p.yaml")
+
+
+@pytest.mark.parametrize("h", [1, 7, 20])
+def test_a_populations_clients_take_dylu_counts_from_their_own_speeds(h):
+    """DyLU per client (eq. 6 with v_c the client's speed factor: the slots' law is shared),
+    from the speeds the timing model draws; each task's compute is its count of batches at
+    the slot's constant law divided by the client's speed."""
+    scenario = _population({"rule": "local", "window": {"dynamic": h}})
+    spec = config.build_cluster(scenario)
+    speeds = timing.client_speeds(spec.population, scenario.seed).tolist()
+    expected = [max(1, math.floor(v / max(speeds) * h)) for v in speeds]
+    assert timing.client_windows(spec.population, scenario.seed, h).tolist() == expected
+    trace = simulate_timing(scenario)
+    clients = trace.client.tolist()
+    assert trace.local_steps.tolist() == [expected[c] for c in clients]
+    want = [expected[c] * 0.5 / speeds[c] for c in clients]
+    np.testing.assert_allclose(trace.compute_time, want, rtol=1e-12)
+
+
+def test_a_populations_random_tasks_sum_their_slots_per_batch_draws_in_order():
+    """With a lognormal law, slot w's tasks take consecutive draws of its per-batch stream,
+    as many as each task's client has steps, lost tasks (churn) included."""
+    law = {"dist": "lognormal", "median": 0.3, "sigma": 0.5}
+    churn = {
+        "uptime": {"dist": "exponential", "mean": 3.0},
+        "downtime": {"dist": "exponential", "mean": 1.0},
+    }
+    scenario = _population({"rule": "local", "window": {"dynamic": 6}}, compute=law, churn=churn)
+    spec = config.build_cluster(scenario)
+    result = timing.simulate_run(spec, seed=scenario.seed)
+    speeds = timing.client_speeds(spec.population, scenario.seed).tolist()
+    windows = [max(1, math.floor(v / max(speeds) * 6)) for v in speeds]
+    tasks = result.clients.tasks  # every task a slot started, in order, lost ones included
+    assert (tasks.outcome == timing.TASK_LOST).any()
+    checked = 0
+    for w in range(4):
+        # Slot w's compute stream (worker key 0, slot w, kind 0 = compute): numpy's lognormal
+        # draws follow on from block to block, so one long sample is the stream.
+        rng = np.random.default_rng(np.random.SeedSequence(scenario.seed, spawn_key=(0, w, 0)))
+        draws = iter(rng.lognormal(math.log(0.3), 0.5, size=8192).tolist())
+        for i in np.flatnonzero(tasks.slot == w).tolist():
+            c = int(tasks.client[i])
+            total = next(draws)
+            for _ in range(windows[c] - 1):
+                total += next(draws)
+            if tasks.outcome[i] == timing.TASK_COMMITTED:
+                assert result.trace.compute_time[tasks.commit[i]] == total / speeds[c]
+                checked += 1
+    assert checked == len(result.trace)
 
 
 def test_spec_level_checks():
