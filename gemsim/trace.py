@@ -25,6 +25,11 @@ existed; one with it is written as format 4.
 A run whose network loses pushes (`workers.failures.drop_push`) adds a ``dropped`` column: the
 pushes commit k's worker lost since its previous commit (format 4 too; hashed only where
 present).
+
+A run of FedCompass's scheduler (`gemsim.timing.Compass`) adds a ``buffer`` column: where the
+server put commit k: 0 applied alone, 1 the general buffer, 2 its arrival group's buffer
+(aggregated with the general buffer at the group's last row, which closes the round). Format
+5; hashed only where present.
 """
 
 from __future__ import annotations
@@ -69,14 +74,19 @@ LOCAL_STEPS = "local_steps"
 DROPPED = "dropped"
 """The optional int64 column of a trace whose network loses pushes (>= 0)."""
 
-_COUNTS: tuple[tuple[str, int], ...] = ((LOCAL_STEPS, 1), (DROPPED, 0))
+BUFFER = "buffer"
+"""The optional int64 column of a FedCompass trace: 0 alone, 1 general buffer, 2 group."""
+BUFFERS = 3  # the values of the buffer column: 0, 1, 2
+
+_COUNTS: tuple[tuple[str, int], ...] = ((LOCAL_STEPS, 1), (DROPPED, 0), (BUFFER, 0))
 """The optional int64 count columns and their least value, in hashing and writing order."""
 
 _METADATA_KEY = b"gemsim.commit_trace"
 _FORMAT_VERSION = 2
 _CLIENT_FORMAT = 3  # a trace with a client column (older readers must refuse it)
 _LOCAL_STEPS_FORMAT = 4  # with a local_steps or dropped column (older readers refuse it)
-_READABLE_FORMATS = (1, 2, 3, 4)  # format 1 had no flag columns: they take their defaults
+_BUFFER_FORMAT = 5  # with a buffer column (a reader of format 4 would ignore it)
+_READABLE_FORMATS = (1, 2, 3, 4, 5)  # format 1 had no flag columns: they take their defaults
 _HASH_HEADER = b"gemsim.CommitTrace/v1\x00"
 _ENCODED = "_encoded_file"  # where a trace keeps its parquet bytes (`CommitTrace.to_parquet`)
 
@@ -150,6 +160,8 @@ class CommitTrace:
             number of local steps; None where every commit holds the rule's window.
         dropped: int64 >= 0, the pushes commit k's worker lost in the network since its
             previous commit, where the network loses pushes; None where it loses none.
+        buffer: int64 in {0, 1, 2}, where a FedCompass server put commit k (module
+            docstring); None for every other protocol.
 
     The three duration columns may hold NaN where a real backend could not measure them.
     """
@@ -171,6 +183,7 @@ class CommitTrace:
     n_clients: int | None = None
     local_steps: np.ndarray | None = None
     dropped: np.ndarray | None = None
+    buffer: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name, dtype in COLUMNS:
@@ -204,6 +217,8 @@ class CommitTrace:
                 counts = _column(name, getattr(self, name), np.dtype(np.int64))
                 _first_bad(name, counts < least, counts, f"must be >= {least}")
                 object.__setattr__(self, name, counts)
+        if self.buffer is not None:
+            _first_bad(BUFFER, self.buffer >= BUFFERS, self.buffer, "must be 0, 1 or 2")
         self._validate_rows()
 
     def _validate_rows(self) -> None:
@@ -266,6 +281,7 @@ class CommitTrace:
         n_clients: int | None = None,
         local_steps: Any = None,
         dropped: Any = None,
+        buffer: Any = None,
     ) -> CommitTrace:
         """Build and validate a trace; ``commit`` and ``staleness`` are derived if omitted,
         and the flags take their defaults.
@@ -303,6 +319,7 @@ class CommitTrace:
             n_clients=n_clients,
             local_steps=local_steps,
             dropped=dropped,
+            buffer=buffer,
         )
 
     def __len__(self) -> int:
@@ -416,6 +433,8 @@ class CommitTrace:
         version = _FORMAT_VERSION if self.client is None else _CLIENT_FORMAT
         if any(getattr(self, name) is not None for name, _ in _COUNTS):
             version = _LOCAL_STEPS_FORMAT
+        if self.buffer is not None:
+            version = _BUFFER_FORMAT
         meta = {"format": version, **self._attributes()}
         table = table.replace_schema_metadata({_METADATA_KEY: json.dumps(meta).encode()})
         buffer = io.BytesIO()

@@ -30,6 +30,7 @@ from ._round_rule_blocks import (
     Ca2flBlock,
     FadasBlock,
     FedbuffBlock,
+    FedcompassBlock,
     MaleniaBlock,
     MifaBlock,
     RennalaBlock,
@@ -65,6 +66,7 @@ Optimizer = Annotated[
     | Annotated[FadasBlock, Tag("fadas")]
     | Annotated[Ca2flBlock, Tag("ca2fl")]
     | Annotated[MifaBlock, Tag("mifa")]
+    | Annotated[FedcompassBlock, Tag("fedcompass")]
     | Annotated[FedasyncBlock, Tag("fedasync")]
     | Annotated[ServerMomentumBlock, Tag("server_momentum")]
     | Annotated[GapAwareBlock, Tag("gap_aware")]

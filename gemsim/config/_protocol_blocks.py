@@ -147,9 +147,11 @@ def named(value: Any) -> Any:
 def resolve_protocol(scenario: Scenario) -> timing.ServerProtocol:
     """The scenario's protocol: the one given, else `sync` for the sync rule, else `async`."""
     block = scenario.server.protocol
+    rule = getattr(scenario.optimizer, "rule", None)
+    if rule == "fedcompass":  # its scheduler is its protocol (`check_protocol` refuses others)
+        return scenario.optimizer.protocol()
     if block is not None:
         return block.build()
-    rule = getattr(scenario.optimizer, "rule", None)
     return timing.Sync() if rule == "sync" else timing.Async()
 
 
@@ -160,6 +162,10 @@ def check_protocol(scenario: Scenario) -> None:
         ValueError: naming the field, the value and what is allowed.
     """
     protocol = resolve_protocol(scenario)
+    if isinstance(protocol, timing.Compass):  # fedcompass's own, which it follows
+        _check_compass(scenario)
+        check_server_options(scenario, protocol)
+        return
     count = scenario.workers.count
     if isinstance(protocol, timing.KSync | timing.KAsync) and protocol.k > count:
         raise ValueError(f"server.protocol.k: must be <= workers.count ({count}), got {protocol.k}")
@@ -212,11 +218,18 @@ def check_server_options(scenario: Scenario, protocol: timing.ServerProtocol) ->
 
 def check_real_backend(scenario: Scenario) -> None:
     """Refuse what the real backends cannot do: a rule's stops (a real worker's computation
-    in flight is not interrupted).
+    in flight is not interrupted), FedCompass's scheduler (the real servers apply commits as
+    they come).
 
     Raises:
         ValueError: naming the field and what is allowed.
     """
+    if getattr(scenario.optimizer, "rule", None) == "fedcompass":
+        raise ValueError(
+            "optimizer.rule: 'fedcompass' needs its scheduler's arrival groups and timers, "
+            "which the real backends' servers do not run; allowed on --backend process/ray: "
+            "the rules of the async protocol (simulate fedcompass)"
+        )
     field = stops_field(scenario.optimizer)
     if field is not None:
         raise ValueError(
@@ -236,3 +249,19 @@ def _by_rounds(optimizer: Any) -> bool:
 def _rule_name(optimizer: Any) -> str:
     rule = optimizer.rule
     return rule if isinstance(rule, str) else rule.target
+
+
+def _check_compass(scenario: Scenario) -> None:
+    """FedCompass's scheduler where it is defined (`timing.Compass`): persistent workers
+    that stay up, no protocol of another kind, no queueing server."""
+    given = scenario.server.protocol
+    if given is not None and given.build() != timing.Async():
+        raise ValueError(
+            f"server.protocol: rule 'fedcompass' runs under its own scheduler (its arrival "
+            f"groups), got {given.build().name!r}; allowed: server.protocol left out (or async)"
+        )
+    if scenario.budget.epochs_per_worker is not None:
+        raise ValueError(
+            "budget.epochs_per_worker: rule 'fedcompass' gives each task its own steps, so a "
+            "budget per worker's steps is not defined; allowed: budget.commits or seconds"
+        )

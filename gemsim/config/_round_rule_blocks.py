@@ -2,20 +2,28 @@
 gradients is complete (synchronous SGD, Rennala, Malenia, FedBuff, FADAS). Each block builds
 its rule; a default of None means "the number of workers", resolved when the rule is
 initialised (but FADAS's `tau_c`, where None is no delay adaptation). CA2FL and MIFA keep
-state per client: `build_rule` gives them the scenario's clients."""
+state per client: `build_rule` gives them the scenario's clients. FedCompass's block also
+gives the scenario its protocol (`resolve_protocol`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import (
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationInfo,
+    field_validator,
+)
 
 from ._block import ADDED, Block
 from ._gradient_rule_blocks import Momentum
 from ._windows import Window, static_window
 
 if TYPE_CHECKING:
-    from gemsim import rules
+    from gemsim import rules, timing
 
 
 class SyncBlock(Block):
@@ -122,3 +130,49 @@ class Ca2flBlock(_BufferedBlock):
 class MifaBlock(_BufferedBlock):
     rule: Literal["mifa"]
     buffer: PositiveInt = 1
+
+
+class FedcompassBlock(Block):
+    """FedCompass (`gemsim.rules.fedcompass`) and its scheduler (`timing.Compass`, the
+    scenario's protocol): `window` is Q_max, `min_window` Q_min (default window // 5, at
+    least 1: the authors' 20 of 100), `latest` the latest-arrival factor, `speed_momentum`
+    the weight of each new speed observation; the defaults are the authors' configuration."""
+
+    rule: Literal["fedcompass"]
+    lr: PositiveFloat
+    window: PositiveInt = 100
+    min_window: PositiveInt | None = None
+    latest: Annotated[float, Field(ge=1.0, allow_inf_nan=False)] = 1.5
+    speed_momentum: Annotated[float, Field(gt=0.0, le=1.0)] = 0.9
+    server_lr: PositiveFloat = 0.9
+    staleness_exponent: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.5
+
+    @field_validator("min_window")
+    @classmethod
+    def _bounds_in_order(cls, value: int | None, info: ValidationInfo) -> int | None:
+        window = info.data.get("window")
+        if value is not None and window is not None and value > window:
+            raise ValueError(
+                f"{value} exceeds window {window}: FedCompass's Q_min must be <= Q_max; "
+                f"allowed: 1 <= min_window <= window"
+            )
+        return value
+
+    @property
+    def q_min(self) -> int:
+        return self.min_window if self.min_window is not None else max(1, self.window // 5)
+
+    def protocol(self) -> timing.Compass:
+        from gemsim import timing
+
+        return timing.Compass(self.window, self.q_min, self.latest, self.speed_momentum)
+
+    def build(self) -> rules.Rule:
+        from gemsim import rules
+
+        return rules.fedcompass(
+            lr=self.lr,
+            window=self.window,
+            server_lr=self.server_lr,
+            staleness_exponent=self.staleness_exponent,
+        )

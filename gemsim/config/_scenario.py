@@ -102,6 +102,11 @@ def _check_population(scenario: Scenario) -> None:
             "give budget.commits or budget.seconds"
         )
     protocol = resolve_protocol(scenario)
+    if protocol.name == "compass":
+        raise ValueError(
+            "clients: rule 'fedcompass' schedules persistent workers (its paper's cross-silo "
+            "clients, each its own worker); allowed: workers without a `clients` population"
+        )
     if protocol.name != "async":
         given = "" if scenario.server.protocol is not None else " (the default for this rule)"
         raise ValueError(

@@ -96,6 +96,7 @@ _TIME_MAJOR = StepInput(
     pre_pull=0,
     local_steps=0,
     owner=0,
+    buffer=0,
 )  # vmap axes of one step's inputs: the commit index is the same for every run
 
 
@@ -185,6 +186,7 @@ class ManyRunsExecutor:
             pre_pull=None if inputs.pre_pull is None else 0,
             local_steps=None if inputs.local_steps is None else 0,
             owner=None,
+            buffer=None if inputs.buffer is None else 0,
         )
 
         def evaluate(theta):
@@ -415,6 +417,11 @@ def _stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
             "runs executed together must all be populations' (a client column in their "
             "traces) or all have persistent workers; execute these in separate batches"
         )
+    if len({p.buffer is None for p in plans}) > 1:
+        raise ValueError(
+            "runs executed together must all be FedCompass's (a buffer column in their "
+            "traces) or none; execute these in separate batches"
+        )
     if len({p.local_steps is None for p in plans}) > 1:
         raise ValueError(
             "runs executed together must all have local steps of their own (a local_steps "
@@ -440,6 +447,8 @@ def _stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
         pre_pull=_stacked_pre_pulls(plans, total),
         # Padding takes one step: a count of 0 would divide the loss by zero.
         local_steps=None if plans[0].local_steps is None else stacked("local_steps", 1, np.int32),
+        # Padding is inactive: its buffer (0, alone) changes nothing.
+        buffer=None if plans[0].buffer is None else stacked("buffer", 0, np.int32),
     )
 
 

@@ -71,6 +71,9 @@ class ExecutionPlan:
     # int32[K], or None where every commit holds the rule's window: the mini-batches commit k
     # holds (workers with local steps of their own; the trace's `local_steps` column).
     local_steps: np.ndarray | None = None
+    # int32[K], or None but for FedCompass's scheduler: where the server put commit k (the
+    # trace's `buffer` column: 0 alone, 1 the general buffer, 2 its group's).
+    buffer: np.ndarray | None = None
 
     @property
     def population(self) -> bool:
@@ -119,6 +122,7 @@ class ExecutionPlan:
             n_clients=self.n_clients,
             fill_pre=None if self.fill_pre is None else self.fill_pre[:stop],
             local_steps=None if self.local_steps is None else self.local_steps[:stop],
+            buffer=None if self.buffer is None else self.buffer[:stop],
         )
 
     def waves(self, start: int, stop: int, max_width: int) -> list[tuple[int, int]]:
@@ -174,6 +178,7 @@ def make_plan(
     n_clients: int | None = None,
     local_steps: np.ndarray | None = None,
     dropped: np.ndarray | None = None,
+    buffer: np.ndarray | None = None,
 ) -> ExecutionPlan:
     """Build the plan for a trace given as its `worker` and `pulled_version` columns, and its
     `fresh` and `round_end` flags (None: their defaults, see `gemsim.trace`).
@@ -183,7 +188,8 @@ def make_plan(
     earlier commits' in its stream. `dropped` (None: no push was lost): the pushes each
     commit's worker lost since its previous commit; after one it pulled anew (a plain pull,
     with the rule's pull hook), so its next gradient is a host fill even where no other
-    commit came between.
+    commit came between. `buffer` (None but for FedCompass's scheduler): where the server
+    put each commit, for the rule (`CommitContext.buffer`).
 
     A population's trace also gives its `client` column and `n_clients` (N): `worker` is then
     the slot (`n_workers` = K), batches are counted per client and every host fill is fresh
@@ -245,7 +251,17 @@ def make_plan(
         n_clients=n_owners if population else None,
         fill_pre=fill_pre,
         local_steps=None if local_steps is None else local_steps.astype(np.int32),
+        buffer=_buffer_column(buffer, n),
     )
+
+
+def _buffer_column(buffer: np.ndarray | None, n: int) -> np.ndarray | None:
+    if buffer is None:
+        return None
+    buffer = np.asarray(buffer, dtype=np.int64)
+    if buffer.shape != (n,) or np.any((buffer < 0) | (buffer > 2)):
+        raise UnreplayableTrace("buffer must hold one of 0, 1, 2 per commit")
+    return buffer.astype(np.int32)
 
 
 def _check_pulls(
@@ -389,6 +405,7 @@ def plan_of(
         n_clients=getattr(trace, "n_clients", None),
         local_steps=getattr(trace, "local_steps", None),
         dropped=getattr(trace, "dropped", None),
+        buffer=getattr(trace, "buffer", None),
     )
     if eval_every_seconds is None:
         return plan

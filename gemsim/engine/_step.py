@@ -54,6 +54,9 @@ class StepInput(NamedTuple):
     # int32[]: the data owner where `worker` is only a row index (the real backends' one-row
     # buffer), for a rule's per-client state. None: `client`, else `worker`.
     owner: jax.Array | None = None
+    # int32[]: where a FedCompass server put the commit (`ExecutionPlan.buffer`). None for
+    # every other protocol: no leaf.
+    buffer: jax.Array | None = None
 
 
 def data_owner(inp: StepInput) -> jax.Array:
@@ -177,6 +180,7 @@ def commit_math(
         round_end=inp.round_end,
         client=data_owner(inp),
         active=inp.active,
+        buffer=0 if inp.buffer is None else inp.buffer,
     )
     theta, server, ws, info = rule.commit(
         carry.theta, carry.server, work.ws, Work(work.x0, work.x, work.acc), ctx
@@ -336,6 +340,7 @@ def step_inputs(plan) -> StepInput:
         client=plan.client,
         pre_pull=plan.fill_pre,
         local_steps=plan.local_steps,
+        buffer=plan.buffer,
     )
 
 

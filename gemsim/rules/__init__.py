@@ -27,6 +27,8 @@ from gemsim.rules._fedasync import FedasyncInfo as FedasyncInfo
 from gemsim.rules._fedasync import fedasync as fedasync
 from gemsim.rules._fedbuff import FedbuffState as FedbuffState
 from gemsim.rules._fedbuff import fedbuff as fedbuff
+from gemsim.rules._fedcompass import FedcompassState as FedcompassState
+from gemsim.rules._fedcompass import fedcompass as fedcompass
 from gemsim.rules._gap_aware import GapAwareInfo as GapAwareInfo
 from gemsim.rules._gap_aware import GapAwareState as GapAwareState
 from gemsim.rules._gap_aware import gap_aware as gap_aware
@@ -98,6 +100,7 @@ __all__ = [
     "EpsPlacement",
     "FadasInfo",
     "FadasState",
+    "FedcompassState",
     "FedasyncInfo",
     "FedbuffState",
     "GapAwareInfo",
@@ -139,6 +142,7 @@ __all__ = [
     "fadas",
     "fedasync",
     "fedbuff",
+    "fedcompass",
     "fresh_row",
     "gap_aware",
     "gem",

@@ -79,6 +79,9 @@ class CommitContext(NamedTuple):
         together, whose effect the engine discards; bool, shape ().
       n_clients: N, the clients whose rows the server keeps (set by ``with_clients`` for a
         rule with per-client state; 1 elsewhere); a Python int.
+      buffer: where a FedCompass server puts the commit (`gemsim.timing.Compass`): 0 applied
+        alone, 1 its general buffer, 2 its arrival group's buffer (applied at the group's
+        last commit, ``round_end``); 0 under every other protocol; int32, shape ().
     """
 
     staleness: jax.Array
@@ -87,9 +90,12 @@ class CommitContext(NamedTuple):
     client: jax.Array | int = 0
     active: jax.Array | bool = True
     n_clients: int = 1
+    buffer: jax.Array | int = 0
 
 
-def commit_context(staleness=0, commit=0, round_end=True, client=0, active=True) -> CommitContext:
+def commit_context(
+    staleness=0, commit=0, round_end=True, client=0, active=True, buffer=0
+) -> CommitContext:
     """A `CommitContext` from Python values (for driving a rule by hand, e.g. in tests)."""
     return CommitContext(
         staleness=jnp.asarray(staleness, jnp.int32),
@@ -97,6 +103,7 @@ def commit_context(staleness=0, commit=0, round_end=True, client=0, active=True)
         round_end=jnp.asarray(round_end, bool),
         client=jnp.asarray(client, jnp.int32),
         active=jnp.asarray(active, bool),
+        buffer=jnp.asarray(buffer, jnp.int32),
     )
 
 

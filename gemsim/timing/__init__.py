@@ -76,6 +76,7 @@ from ._server_options import Stops as Stops
 from ._server_options import Ties as Ties
 from ._server_protocols import PROTOCOL_TYPES as PROTOCOL_TYPES
 from ._server_protocols import Async as Async
+from ._server_protocols import Compass as Compass
 from ._server_protocols import Grace as Grace
 from ._server_protocols import KAsync as KAsync
 from ._server_protocols import KSync as KSync

@@ -24,7 +24,15 @@ from ._churn import Churn, Slowdowns, check_intervals
 from ._distributions import DISTRIBUTION_TYPES, Distribution
 from ._population import Population
 from ._server_options import STOP_TYPES, PullAt, Stops, Ties, check_options
-from ._server_protocols import PROTOCOL_TYPES, Async, KAsync, KSync, ServerProtocol, Sync
+from ._server_protocols import (
+    PROTOCOL_TYPES,
+    Async,
+    Compass,
+    KAsync,
+    KSync,
+    ServerProtocol,
+    Sync,
+)
 
 MAX_COMMITS = 10**8
 """The most commits a simulated trace may hold."""
@@ -308,6 +316,7 @@ class ClusterSpec:
         _set(self, "ties", check_enum("ClusterSpec.ties", self.ties, Ties))
         check_instance("ClusterSpec.stops", self.stops, STOP_TYPES, optional=True)
         self._check_drop_push()
+        self._check_compass()
         check_options(self)
         self._check_size()
 
@@ -352,7 +361,48 @@ class ClusterSpec:
     def batch_draws(self) -> bool:
         """Whether each compute draw is one mini-batch (a task summing as many as it holds:
         a population's own local steps), else one whole commit of ``window_of`` batches."""
-        return self.dynamic_window is not None
+        return self.dynamic_window is not None or isinstance(self.protocol, Compass)
+
+    def _check_compass(self) -> None:
+        """FedCompass's scheduler (`_compass_run.py`) on what it is defined for: persistent
+        workers that stay up (cross-silo clients), a server without queueing, its local
+        steps the protocol's own."""
+        protocol = self.protocol
+        if not isinstance(protocol, Compass):
+            return
+        where = "ClusterSpec.protocol Compass"
+        if self.population is not None:
+            raise ValueError(f"{where}: for persistent workers (its clients); got a population")
+        for i, ws in enumerate(self.workers):
+            for name, given in (
+                ("churn", ws.churn is not None),
+                ("failures", bool(ws.failures)),
+                ("join_at", ws.join_at > 0),
+                ("availability", bool(ws.availability)),
+            ):
+                if given:
+                    raise ValueError(
+                        f"{where}: workers[{i}].{name} {getattr(ws, name)!r}; its groups are "
+                        f"modelled for workers that stay up from the start (allowed: none)"
+                    )
+        if self.service is not None:
+            raise ValueError(f"{where}: service {self.service!r}; allowed: None (no queueing)")
+        if isinstance(self.budget, StepsBudget):
+            raise ValueError(
+                f"{where}: budget {self.budget!r}; allowed: commits or seconds (each task's "
+                f"steps are the scheduler's)"
+            )
+        if self.windows is not None or self.window != protocol.q_max:
+            raise ValueError(
+                f"{where}: window {self.window} and windows {self.windows!r}; allowed: window "
+                f"= q_max ({protocol.q_max}) and no windows of the workers' own"
+            )
+        if self.pull_at is not PullAt.AFTER_APPLY or self.stops is not None:
+            raise ValueError(f"{where}: pull_at after_apply and no stops only")
+        if self.drop_push > 0 or self.shared_link:
+            raise ValueError(f"{where}: no lost pushes and no shared link")
+        if self.discipline is not Discipline.FIFO:  # a group's rows go in in arrival order
+            raise ValueError(f"{where}: discipline {self.discipline.value}; allowed: fifo")
 
     def _check_drop_push(self) -> None:
         p = _real("ClusterSpec", "drop_push", self.drop_push, positive=False)

@@ -31,6 +31,14 @@ equal parameters at every version inside a round.
   its public toy apply each member's pseudo-gradient as it arrives; here a rule that updates
   by rounds (`local`) averages a round's, as synchronous DiLoCo does, and a rule that applies
   each commit as it comes cannot follow rounds of several commits.
+- `Compass` (the scheduler of FedCompass; Li, Chaturvedi, He, Chen, Singh, Kindratenko,
+  Huerta, Kim & Madduri 2024, "FedCompass: Efficient Cross-Silo Federated Learning on
+  Heterogeneous Client Devices Using a Computing Power-Aware Scheduler", ICLR,
+  https://arxiv.org/abs/2309.14675): the server estimates each worker's seconds per local
+  step from its arrivals and gives each task a number of local steps (between ``q_min`` and
+  ``q_max``) so that the workers of an arrival group finish together; a group is aggregated
+  when its last member arrives or at its latest arrival time (``latest`` times its expected
+  one), members arriving later wait in a general buffer. `gemsim.timing._compass_run`.
 """
 
 from __future__ import annotations
@@ -115,10 +123,40 @@ class Grace:
         _set(self, "seconds", float(self.seconds))
 
 
-ServerProtocol: TypeAlias = Async | Sync | Ssp | KSync | KAsync | Grace
+@dataclass(frozen=True)
+class Compass:
+    """FedCompass's arrival groups: ``q_min <= q_max`` local steps a task (integers >= 1),
+    groups aggregated by ``latest`` (>= 1) times their expected arrival at the latest,
+    speed estimates averaged with weight ``speed_momentum`` (in (0, 1]) on the newest."""
+
+    q_max: int
+    q_min: int
+    latest: float = 1.5
+    speed_momentum: float = 0.9
+    name: ClassVar[str] = "compass"
+
+    def __post_init__(self) -> None:
+        _set(self, "q_max", check_int("Compass.q_max", self.q_max, 1))
+        _set(self, "q_min", check_int("Compass.q_min", self.q_min, 1))
+        if self.q_min > self.q_max:
+            raise ValueError(
+                f"Compass.q_min {self.q_min} exceeds q_max {self.q_max}; allowed: "
+                f"1 <= q_min <= q_max"
+            )
+        latest = self.latest
+        if not (is_real(latest) and math.isfinite(latest) and latest >= 1.0):
+            raise ValueError(f"Compass.latest must be a finite number >= 1, got {latest!r}")
+        _set(self, "latest", float(latest))
+        m = self.speed_momentum
+        if not (is_real(m) and 0.0 < m <= 1.0):
+            raise ValueError(f"Compass.speed_momentum must be in (0, 1], got {m!r}")
+        _set(self, "speed_momentum", float(m))
+
+
+ServerProtocol: TypeAlias = Async | Sync | Ssp | KSync | KAsync | Grace | Compass
 """Any protocol of the parameter server."""
 
-PROTOCOL_TYPES: tuple[type, ...] = (Async, Sync, Ssp, KSync, KAsync, Grace)
+PROTOCOL_TYPES: tuple[type, ...] = (Async, Sync, Ssp, KSync, KAsync, Grace, Compass)
 
 
 def one_commit_rounds(protocol: ServerProtocol) -> bool:

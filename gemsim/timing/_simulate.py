@@ -9,6 +9,7 @@ import simpy
 from gemsim.trace import CommitTrace
 
 from ._cluster import ClusterSpec
+from ._compass_run import CompassRun
 from ._link import SharedLink
 from ._lives import down_intervals
 from ._outcome import Simulation, worker_report
@@ -17,6 +18,7 @@ from ._population_run import PopulationRun
 from ._processes import worker_process
 from ._restart_runs import server_run
 from ._server import Server
+from ._server_protocols import Compass
 from ._state import SimState
 
 
@@ -59,6 +61,8 @@ def simulate_run(spec: ClusterSpec, seed: int, *, schedule_seed: int | None = No
     state = SimState(env, spec, seed, schedule)
     if spec.population is not None:
         return _population_run(env, state, spec.population, seed, schedule)
+    if isinstance(spec.protocol, Compass):
+        return _compass_run(env, state, spec.protocol)
     if spec.shared_link:
         SharedLink(state).install()
     protocol = server_run(state, spec)  # after the link: a stop wraps the link's cycles
@@ -88,6 +92,19 @@ def _population_run(
     run.finish(duration)
     trace = state.to_trace(run.clients, population.n_clients, run.local_steps())
     return Simulation(trace, worker_report(state, duration), run.report())
+
+
+def _compass_run(env: simpy.Environment, state: SimState, protocol: Compass) -> Simulation:
+    """FedCompass's scheduler over persistent workers that stay up (`_compass_run.py`)."""
+    run = CompassRun(state, protocol)
+    Server(env, state, run)
+    run.begin()
+    env.run()
+    duration = state.duration()
+    run.finish(duration)
+    steps, buffer = run.columns()
+    trace = state.to_trace(local_steps=steps, buffer=buffer)
+    return Simulation(trace, worker_report(state, duration))
 
 
 def _seed(name: str, value: object) -> int:

@@ -342,9 +342,11 @@ class SimState:
         client: list[int] | None = None,
         n_clients: int | None = None,
         local_steps: np.ndarray | None = None,
+        buffer: np.ndarray | None = None,
     ) -> CommitTrace:
         """The recorded commits as a validated `CommitTrace` (with a population's ``client``
-        column and ``n_clients`` when given, and its clients' own ``local_steps``)."""
+        column and ``n_clients`` when given, its clients' own ``local_steps``, and a
+        FedCompass run's ``buffer`` column)."""
         times = np.asarray(self.times, dtype=np.float64)
         n = len(times)
         if self.service is None:
@@ -375,6 +377,7 @@ class SimState:
             n_clients=n_clients,
             local_steps=self._local_steps() if local_steps is None else local_steps,
             dropped=None if self.drops is None else np.asarray(self.dropped_rows, np.int64),
+            buffer=buffer,
         )
 
     def _local_steps(self) -> np.ndarray | None:

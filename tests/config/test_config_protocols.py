@@ -57,6 +57,8 @@ PER_COMMIT_RULES = {
     "eamsgd": {"rule": "eamsgd", "lr": 0.1, "alpha": 0.5},
 }
 ROUND_RULE_BLOCKS = {"sync": {"rule": "sync", "lr": 0.1}, "local": {"rule": "local"}}
+# Rules whose scheduler is the scenario's protocol (`server.protocol` left out, or async).
+OWN_SCHEDULER_RULES = {"fedcompass": {"rule": "fedcompass", "lr": 0.1, "window": 5}}
 
 
 def scenario(**blocks):
@@ -129,7 +131,19 @@ def test_rules_that_update_by_rounds_accept_every_protocol(rule):
 def test_every_built_in_rule_is_in_one_of_the_tables():
     union = typing.get_args(Optimizer)[0]
     tags = {member.__metadata__[0].tag for member in typing.get_args(union)} - {IMPORT_TAG}
-    assert tags == set(PER_COMMIT_RULES) | set(ROUND_RULE_BLOCKS)
+    assert tags == set(PER_COMMIT_RULES) | set(ROUND_RULE_BLOCKS) | set(OWN_SCHEDULER_RULES)
+
+
+@pytest.mark.parametrize("rule", sorted(OWN_SCHEDULER_RULES))
+def test_a_rule_with_its_own_scheduler_refuses_every_other_protocol(rule):
+    """FedCompass's scheduler is its protocol: `async` (the default's name) or none."""
+    block = OWN_SCHEDULER_RULES[rule]
+    for server in ({}, {"protocol": {"name": "async"}}):
+        protocol = build_cluster(scenario(optimizer=block, server=server)).protocol
+        assert protocol == timing.Compass(q_max=5, q_min=1, latest=1.5, speed_momentum=0.9)
+    for protocol in [*SINGLE[1:], *MULTI]:
+        with pytest.raises(ScenarioError, match=rf"server.protocol: rule '{rule}' runs under"):
+            scenario(optimizer=block, server={"protocol": protocol})
 
 
 def test_the_table_of_round_rules_matches_the_rules_themselves():
