@@ -70,7 +70,8 @@ def drop_push_of(scenario: Scenario) -> float:
         ValueError: naming the field, the value and what is allowed.
     """
     p = scenario.workers.drop_push
-    if p > 0 and (scenario.clients is not None or resolve_protocol(scenario).name != "async"):
+    protocol = resolve_protocol(scenario).name
+    if p > 0 and (scenario.clients is not None or protocol not in ("async", "sync")):
         where = (
             "a population"
             if scenario.clients is not None
@@ -78,7 +79,7 @@ def drop_push_of(scenario: Scenario) -> float:
         )
         raise ValueError(
             f"workers.failures.drop_push: {p:g} with {where}; allowed: lost pushes for "
-            f"persistent workers under the async protocol (0 elsewhere)"
+            f"persistent workers under the async or sync protocol (0 elsewhere)"
         )
     return p
 

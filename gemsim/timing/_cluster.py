@@ -409,10 +409,10 @@ class ClusterSpec:
         if not p < 1.0:
             raise ValueError(f"ClusterSpec.drop_push must be in [0, 1), got {p!r}")
         _set(self, "drop_push", p)
-        if p > 0 and (self.population is not None or not isinstance(self.protocol, Async)):
+        if p > 0 and (self.population is not None or not isinstance(self.protocol, Async | Sync)):
             raise ValueError(
                 f"ClusterSpec.drop_push {p!r}: lost pushes are modelled for persistent workers "
-                f"under the async protocol; got protocol {self.protocol!r}"
+                f"under the async and sync protocols; got protocol {self.protocol!r}"
                 + (" and a population" if self.population is not None else "")
             )
 

@@ -152,7 +152,9 @@ class RoundsRun(_Run):
     and compute. With `KSync`, the k-th arrival at the server cancels the members still
     computing (their work is lost and counted as cancelled; they wait for the next round).
     The round closes, and the next starts, when no member is still to commit: committed,
-    cancelled or lost to a crash. A worker that comes up mid-round waits for the next one.
+    cancelled, lost to a crash, or (`Sync`) its push lost in the network, which leaves its
+    pseudo-gradient out of the round (DiLoCo's robustness study). A worker that comes up
+    mid-round waits for the next one.
     """
 
     rounds = True
@@ -169,6 +171,7 @@ class RoundsRun(_Run):
         self.arrivals = 0  # members' gradients that reached the server this round
         if self.cutoff is not None:
             state.hook_arrivals(self._on_arrival)
+        state.on_drop = self._dropped
 
     def start(self, w: int, pull: bool) -> None:
         state = self.state
@@ -193,6 +196,14 @@ class RoundsRun(_Run):
     def crash(self, w: int) -> None:
         if self.state.crash(w) in (CYCLE, QUEUED):
             self._member_done()
+
+    def _dropped(self, w: int) -> None:
+        """Member ``w``'s push was lost: the round goes on without it; it waits for the next
+        round and pulls its version then."""
+        state = self.state
+        state.begin_wait(w, READY)
+        self.needs_pull[w] = True
+        self._member_done()
 
     def _member_done(self) -> None:
         self.outstanding -= 1

@@ -164,6 +164,8 @@ class SimState:
         self.dropped = [0] * n  # pushes lost, per worker (the report)
         self.pending_drops = [0] * n  # lost since the worker's last commit
         self.dropped_rows: list[int] = []  # per commit row: the pushes lost before it
+        # What a worker whose push was lost does (a protocol of rounds sets its own).
+        self.on_drop: Callable[[int], None] = self._pull_again
         if spec.drop_push > 0:
             self.drops = [drop_draw(seed, w, spec.drop_push) for w in range(n)]
             self.arrivals[0] = self._on_arrival_or_drop
@@ -264,9 +266,14 @@ class SimState:
             if self.env._now <= self.horizon:
                 self.dropped[w] += 1
                 self.pending_drops[w] += 1
-            self.arm(w, True)
+            self.on_drop(w)
             return
         self._on_arrival(timer)
+
+    def _pull_again(self, w: int) -> None:
+        """After a lost push (asynchronous protocol): pull the current version and compute
+        again."""
+        self.arm(w, True)
 
     def arrive(self, w: int, *, last: bool = False) -> None:
         """Worker ``w``'s gradient reaches the PS: it queues, or an idle server takes it.

@@ -87,7 +87,16 @@ def test_crashes_and_lost_pushes_together():
     [
         ({"drop_push": 1.0}, {}, "drop_push"),
         ({"drop_push": -0.1}, {}, "drop_push"),
-        ({"drop_push": 0.1}, {"server": {"protocol": "sync"}}, "workers.failures.drop_push"),
+        (
+            {"drop_push": 0.1},
+            {"server": {"protocol": {"name": "ssp", "bound": 1}}},
+            "workers.failures.drop_push",
+        ),
+        (
+            {"drop_push": 0.1},
+            {"server": {"protocol": {"name": "k_sync", "k": 2}}},
+            "workers.failures.drop_push",
+        ),
         ({"drop_push": 0.1, "crashes": [{"worker": 5, "at": 1.0}]}, {}, "worker 5"),
     ],
 )
@@ -95,6 +104,34 @@ def test_bad_lost_pushes_are_refused_naming_the_field(failures, extra, field):
     with pytest.raises(ScenarioError) as err:
         config.parse_scenario(_doc(failures, **extra), "d")
     assert field in str(err.value)
+
+
+@pytest.mark.parametrize("p", [0.2, 0.6])
+def test_under_barrier_rounds_a_lost_push_leaves_the_round(p):
+    """Synchronous DiLoCo's robustness study: in each barrier round every worker computes
+    once; a lost push leaves its pseudo-gradient out of the round, whose rows are the
+    workers whose push got through (their own draws decide, in round order), and every
+    worker starts the next round from its version. A round whose pushes were all lost has
+    no row."""
+    doc = _doc({"drop_push": p}, server={"protocol": "sync"})
+    doc["budget"] = {"commits": 300}
+    trace = simulate_timing(config.parse_scenario(doc, "d"))
+    draws = [timing.drop_draw(11, w, p) for w in range(3)]
+    rounds, through = [], []
+    ends = np.flatnonzero(trace.round_end)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    while sum(len(r) for r in rounds) < len(trace):
+        got = [w for w in range(3) if not draws[w]()]
+        if got:
+            rounds.append(got)
+        through.append(len(got))
+    got_rows = [sorted(trace.worker[a : b + 1].tolist()) for a, b in zip(starts, ends, strict=True)]
+    assert got_rows == rounds[: len(got_rows)]
+    # Every loss of these rounds precedes a later commit of its worker (the budget ends
+    # in a round that lost none here).
+    assert 0 < sum(3 - n for n in through) == int(trace.dropped.sum())
+    for a, b in zip(starts, ends, strict=True):  # each round computed on its start's version
+        assert set(trace.pulled_version[a : b + 1].tolist()) == {a}
 
 
 def test_a_population_refuses_lost_pushes():
