@@ -8,6 +8,7 @@ run uses (`problems.split_shards` with the run's seed and the owners' slowness).
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 from gemsim import timing
@@ -59,7 +60,7 @@ def _data_groups(scenario: Scenario) -> list[tuple[str, int, int, list[int]]]:
         ranges, where = scenario.clients.group_ranges(), "clients.groups"
     else:
         groups = scenario.workers.groups
-        starts = [sum(g.count for g in groups[:i]) for i in range(len(groups))]
+        starts = [0, *itertools.accumulate(g.count for g in groups)][: len(groups)]
         ranges, where = (
             [(s, g.count) for s, g in zip(starts, groups, strict=True)],
             "workers.groups",

@@ -128,3 +128,19 @@ def test_quantiles_kept_per_law_are_those_of_the_law_itself():
     again = _spec(WorkerSpec(LogNormal(0.1, 0.25)), 4, CommitBudget(90))
     first = _spec(WorkerSpec(LogNormal(0.1, 0.25)), 4, CommitBudget(90))
     assert expected_work(first) == expected_work(again)
+
+
+def test_a_constant_laws_quantiles_are_its_value_as_the_bisection_finds_them():
+    """A constant law's quantiles come without bisection (a cluster of n distinct constant
+    laws, the theory papers' tau_i, needs n of them): each is the smallest x whose
+    P(draw <= x) reaches the level, the value itself, exactly as the bisection gives it."""
+    import random
+
+    from gemsim.timing import _work
+
+    rng = random.Random(5)
+    values = [0.0, 5e-324, 1e-9, *(rng.uniform(0, 100) for _ in range(20)), 1e3 * math.pi]
+    for value in values:
+        law = Constant(value)
+        bisected = [_work._quantile(law, level) for level in _work.QUANTILE_LEVELS]
+        assert _work._quantiles(law, {}) == bisected == [value] * len(bisected)
