@@ -238,6 +238,9 @@ class Executor(abc.ABC):
         diverged_at = int(carry.diverged_at)
         if diverged_at >= 0:
             self._keep(carry)
+            # Dropped before the re-run: a rule's server state can be most of the memory
+            # (per-client rows), and two of them at once doubled a diverged run's peak.
+            carry = None
             carry = self._last_finite(problem, params, plan, diverged_at)
         result = engine_result(problem, carry, recorder, diverged_at, final_eval, owners=owners)
         self._keep(carry)
@@ -285,6 +288,7 @@ class Executor(abc.ABC):
                 return carry
             self._keep(carry)
             stop = int(carry.diverged_at) if bool(carry.diverged) else stop - 1
+            carry = None  # freed before the next re-run (as in `execute`)
 
     def _host_actions(
         self,
