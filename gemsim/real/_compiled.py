@@ -21,6 +21,7 @@ run-time length, as the engine does for a trace with a `local_steps` column.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import jax
@@ -36,7 +37,7 @@ from gemsim.engine import (
     gradient_phase,
     initial_slots,
 )
-from gemsim.rules import pull_state
+from gemsim.rules import ClientServer, pull_state
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class Compiled:
     _gradient: Any
     _commit: Any
     _pull: Any
+    _row_of: Any  # a client's row out of the rows (`commit` keeps it for a non-finite one)
+    _put_row: Any
     # each data owner's local steps (a worker's, or a population's client's); None: the rule's
     windows: tuple[int, ...] | np.ndarray | None = None
 
@@ -86,8 +89,8 @@ class Compiled:
             return ravel_pytree(work)[0]
 
         def commit(carry, inp, flat_work):
-            carry, out = commit_phase(rule, layout, carry, inp, unravel(flat_work))
-            return carry, out, carry.slots[0]
+            new, out = commit_phase(rule, layout, carry, inp, unravel(flat_work))
+            return kept_if_finite(out.finite, new, carry), out, new.slots[0]
 
         def pull(theta, server, row, fresh):
             _, ws = layout.unravel(row)
@@ -103,8 +106,12 @@ class Compiled:
             work_size=int(flat.size),
             _unravel_work=unravel,
             _gradient=jax.jit(gradient),
-            _commit=jax.jit(commit),
+            # The carry is donated: the server state, N client rows included, is updated in
+            # place instead of copied at every commit (O(N params) with per-client state).
+            _commit=jax.jit(commit, donate_argnums=0),
             _pull=jax.jit(pull),
+            _row_of=jax.jit(lambda rows, owner: jax.tree.map(lambda r: r[owner], rows)),
+            _put_row=jax.jit(_put_row, donate_argnums=0),
             windows=windows,
         )
 
@@ -132,7 +139,9 @@ class Compiled:
         state = self.rule.init(params, self.n_workers)
         return Carry(
             theta=jax.tree.map(jnp.copy, params),
-            server=state.server,
+            # Copies: a rule's initial state may hold one array in several leaves, and a
+            # donated carry must not give the commit the same buffer twice.
+            server=jax.tree.map(jnp.copy, state.server),
             slots=jnp.zeros((1, self.layout.row_size), jnp.float32),
             diverged=jnp.zeros((), bool),
             diverged_at=jnp.full((), -1, jnp.int32),
@@ -156,14 +165,19 @@ class Compiled:
             pre_pull=np.bool_(True) if self.pull_before_apply else None,
             owner=np.int32(owner),
         )
+        rows = carry.server.clients if isinstance(carry.server, ClientServer) else None
+        before = None if rows is None else self._row_of(rows, np.int32(owner))
         carry, out, row = self._commit(carry, inp, flat_work)
-        return carry, jax.device_get(out), np.asarray(row)
+        out = jax.device_get(out)
+        if before is not None and not bool(out.finite):  # its row as it was before it
+            rows = self._put_row(carry.server.clients, np.int32(owner), before)
+            carry = carry._replace(server=ClientServer(carry.server.rule, rows))
+        return carry, out, np.asarray(row)
 
     def warm_up(self) -> None:
         """Compile the server's functions now, so the first commit's service time is not
         a compilation (the result is discarded)."""
-        carry = self.initial_carry()
-        self.commit(carry, 0, 0, np.zeros(self.work_size, np.float32))
+        carry, _, _ = self.commit(self.initial_carry(), 0, 0, np.zeros(self.work_size, np.float32))
         self.pulled_row(carry, np.zeros(self.layout.row_size, np.float32), True)
 
     def pulled_row(self, carry: Carry, row: np.ndarray, fresh: bool) -> np.ndarray:
@@ -171,3 +185,27 @@ class Compiled:
         snapshot is theta and the rule's pull hook updates its state (`fresh`: a new process,
         i.e. a join or a restart). The engine's host fills apply the same hook."""
         return np.asarray(self._pull(carry.theta, carry.server, row, np.bool_(fresh)))
+
+
+def kept_if_finite(finite: jax.Array, new: Carry, old: Carry) -> Carry:
+    """The carry after a commit, or the one before it where the commit was non-finite (the
+    server then stops with its last finite state, as the engine's re-run recovers it). A
+    rule's per-client rows (`rules.ClientServer`) are the commit's own: choosing among them
+    in the program copied all N rows at every commit, so `Compiled.commit` puts the
+    committer's row back itself after a non-finite one (O(row))."""
+    pick = partial(jax.tree.map, lambda a, b: jnp.where(finite, a, b))
+    if isinstance(new.server, ClientServer):
+        server = ClientServer(pick(new.server.rule, old.server.rule), new.server.clients)
+    else:
+        server = pick(new.server, old.server)
+    return Carry(
+        theta=pick(new.theta, old.theta),
+        server=server,
+        slots=new.slots,
+        diverged=jnp.zeros((), bool),
+        diverged_at=jnp.full((), -1, jnp.int32),
+    )
+
+
+def _put_row(rows, owner, row):
+    return jax.tree.map(lambda r, x: r.at[owner].set(x), rows, row)

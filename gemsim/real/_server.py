@@ -202,7 +202,10 @@ class ServerBook:
         k = self.version
         staleness = k - int(self.pulled[worker])
         owner = worker if client is None else client
+        # The carry is donated to the commit, which returns the one before it where it was
+        # non-finite: the server keeps its last finite state either way.
         carry, out, row = self.compiled.commit(self.carry, k, staleness, work, owner)
+        self.carry = carry
         finished = clock()
         c = self._cols
         c.time.append(finished)
@@ -224,7 +227,6 @@ class ServerBook:
         if not bool(out.finite):
             self.diverged_at = k
             return None
-        self.carry = carry
         self.rows[worker] = row
         self.pulled[worker] = k if self.compiled.pull_before_apply else k + 1
         self.commits_of[worker] += 1

@@ -307,3 +307,30 @@ def test_a_population_with_dylu_runs_each_clients_own_steps_and_replays_bit_exac
     replay = executor.execute(engine.plan_of(trace, window=rule.window))
     np.testing.assert_array_equal(flat(replay.params), flat(done.result.params))
     assert wait_no_children() == []
+
+
+@pytest.mark.slow
+@pytest.mark.bitexact
+def test_a_diverging_real_run_keeps_its_last_finite_state():
+    """The real server's commit updates its state in place (the carry is donated), and a
+    non-finite commit leaves it as it was: the run ends `diverged` with the parameters and
+    server state (CA2FL's per-client rows included) of its last finite commit, the same bits
+    as the engine recovers from the recorded trace."""
+    from gemsim import config, real
+    from gemsim.app._stages import build_problem, real_job
+
+    optimizer = {"rule": "ca2fl", "lr": 500.0, "window": 2, "buffer": 3}
+    scenario = population_scenario(commits=60, clients={"speed": SPEED}, optimizer=optimizer)
+    done = real.run_backend("process", real_job(scenario))
+    assert done.result.status.value == "diverged"
+    rule, problem = config.build_rule(scenario), build_problem(scenario)
+    executor = engine.SequentialExecutor(
+        rule, problem, params=problem.init_params, n_workers=N_SLOTS
+    )
+    replay = executor.execute(engine.plan_of(done.trace, window=rule.window))
+    assert replay.status.value == "diverged" and replay.n_commits == done.result.n_commits
+    got, want = flat(done.result.params), flat(replay.params)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(flat(done.result.server_state), flat(replay.server_state))
+    assert wait_no_children() == []
