@@ -32,12 +32,11 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from heapq import heappush
 
 import numpy as np
 
 from ._server_protocols import Compass
-from ._state import CYCLE, QUEUED, WAITING, SimState, Timer, schedule_at
+from ._state import QUEUED, WAITING, SimState, Timer, schedule_at
 
 ALONE, GENERAL, GROUP = 0, 1, 2
 """The trace's ``buffer`` values: applied alone, the general buffer, its group's buffer."""
@@ -84,27 +83,7 @@ class CompassRun:
     def arm(self, w: int, pull: bool) -> None:
         """Worker ``w``'s task: pull (when ``pull``), its steps' draws summed in order
         (stretched by its slowdowns), push; its arrival is scheduled."""
-        state = self.state
-        env = state.env
-        compute, push, pull_draw = state.draws[w]
-        p = pull_draw() if pull else 0.0
-        c = compute()
-        for _ in range(self.steps[w] - 1):
-            c += compute()
-        now = env._now
-        start = now + p
-        slow = state.slow[w]
-        if slow is not None:
-            c = slow.stretch(start, c)
-        state.computed[w] = c
-        state.compute_from[w] = start
-        state.phase[w] = CYCLE
-        state.pulled[w] = state.version
-        timer = Timer()
-        timer.callbacks = state.arrivals
-        timer._value = w
-        state.waits[w] = timer
-        heappush(env._queue, (start + c + push(), state.rank[w], next(env._eid), timer))
+        self.state._tracked_arm(w, pull, self.steps[w])  # noqa: SLF001 - same package
 
     # -- arrivals and aggregations -------------------------------------------------------
 
@@ -143,7 +122,7 @@ class CompassRun:
     def _on_latest(self, timer: Timer) -> None:
         g = timer._value
         group = self.groups.get(g)
-        if group is not None and group.arrived and group.latest > 0:
+        if group is not None and group.arrived:  # (an aggregated group's arrived is empty)
             self._aggregate(g)
 
     def _aggregate(self, g: int) -> None:

@@ -101,6 +101,15 @@ def draw_stream(
     return itertools.chain.from_iterable(_blocks(dist, rng, group, divide, add)).__next__
 
 
+def draw_sum(draw: Draw, n: int) -> float:
+    """The sum of the next ``n`` values of ``draw``, added in order: a task of ``n`` local
+    steps drawn one mini-batch at a time (the timing model and `EmulatedCompute` alike)."""
+    total = draw()
+    for _ in range(n - 1):
+        total += draw()
+    return total
+
+
 def check_compute(law: Distribution, speed: float, window: int = 1) -> None:
     """Refuse a compute law whose commits (``window`` draws divided by ``speed``) exceed
     `MAX_DRAW_SECONDS` with a probability above `TAIL_PROBABILITY` (virtual time would

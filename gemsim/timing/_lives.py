@@ -25,6 +25,7 @@ from ._draws import (
     WORKER_KEY,
     Draw,
     draw_stream,
+    draw_sum,
     worker_draws,
 )
 
@@ -185,9 +186,7 @@ class EmulatedCompute:
         while self._drawn < cycle:
             self._draw()
             self._drawn += 1
-        value = self._draw()
-        for _ in range(draws - 1):
-            value += self._draw()
+        value = draw_sum(self._draw, draws)
         self._drawn += draws
         return value if self._slow is None else self._slow.stretch(start, value)
 

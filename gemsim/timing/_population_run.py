@@ -38,7 +38,7 @@ import numpy as np
 from simpy.events import NORMAL
 
 from ._calendar import Calendar, client_speeds
-from ._draws import check_compute
+from ._draws import check_compute, draw_sum
 from ._local_steps import speed_windows
 from ._outcome import TASK_COMMITTED, TASK_IN_FLIGHT, TASK_LOST, ClientReport, ClientTasks
 from ._population import Population
@@ -122,10 +122,10 @@ class PopulationRun:
         env = state.env
         compute, push, pull_draw = state.draws[w]
         p = pull_draw() if pull else 0.0
-        c = compute()
-        if self.windows is not None:  # the client's own batches, one draw each, in order
-            for _ in range(self.windows[self.client_of[w]] - 1):
-                c += compute()
+        if self.windows is None:
+            c = compute()
+        else:  # the client's own batches, one draw each
+            c = draw_sum(compute, self.windows[self.client_of[w]])
         if self.speed is not None:
             c = c / self.speed[self.client_of[w]]
         now = env._now

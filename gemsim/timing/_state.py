@@ -32,7 +32,15 @@ from simpy.events import NORMAL, Event
 from gemsim.trace import CommitTrace
 
 from ._cluster import ClusterSpec, CommitBudget, Discipline, SecondsBudget, StepsBudget
-from ._draws import Draw, WorkerDraws, drop_draw, service_draw, uniform_draw, worker_draws
+from ._draws import (
+    Draw,
+    WorkerDraws,
+    draw_sum,
+    drop_draw,
+    service_draw,
+    uniform_draw,
+    worker_draws,
+)
 from ._lives import SlowdownClock
 from ._server_options import Ties
 from ._server_protocols import KSync
@@ -211,12 +219,13 @@ class SimState:
         self.waits[w] = timer
         heappush(env._queue, (env._now + delay, self.rank[w], next(env._eid), timer))
 
-    def _tracked_arm(self, w: int, pull: bool) -> None:
-        """`_arm` that also notes when the compute starts and stretches it by slowdowns."""
+    def _tracked_arm(self, w: int, pull: bool, steps: int = 1) -> None:
+        """`_arm` that also notes when the compute starts and stretches it by slowdowns;
+        ``steps``: the task's own mini-batches, one draw each (FedCompass's tasks)."""
         env = self.env
         compute, push, pull_draw = self.draws[w]
         p = pull_draw() if pull else 0.0
-        c = compute()
+        c = compute() if steps == 1 else draw_sum(compute, steps)
         now = env._now
         start = now + p
         slow = self.slow[w]
