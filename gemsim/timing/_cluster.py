@@ -205,6 +205,19 @@ class WorkerSpec:
         return tuple(failures)
 
 
+def _lives_given(ws: WorkerSpec) -> list[str]:
+    """The fields by which a worker has a life of its own beside the run's (down times,
+    a late join, slowdowns), in the order the checks name them."""
+    given = (
+        ("churn", ws.churn is not None),
+        ("failures", bool(ws.failures)),
+        ("join_at", ws.join_at > 0),
+        ("availability", bool(ws.availability)),
+        ("slowdowns", ws.slowdowns is not None),
+    )
+    return [name for name, present in given if present]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClusterSpec:
     """A whole simulated cluster. Keyword-only; ``workers`` and ``budget`` are required.
@@ -374,17 +387,14 @@ class ClusterSpec:
         if self.population is not None:
             raise ValueError(f"{where}: for persistent workers (its clients); got a population")
         for i, ws in enumerate(self.workers):
-            for name, given in (
-                ("churn", ws.churn is not None),
-                ("failures", bool(ws.failures)),
-                ("join_at", ws.join_at > 0),
-                ("availability", bool(ws.availability)),
-            ):
-                if given:
-                    raise ValueError(
-                        f"{where}: workers[{i}].{name} {getattr(ws, name)!r}; its groups are "
-                        f"modelled for workers that stay up from the start (allowed: none)"
-                    )
+            # A slowdown only stretches a task: the scheduler's estimates follow it.
+            given = [name for name in _lives_given(ws) if name != "slowdowns"]
+            if given:
+                name = given[0]
+                raise ValueError(
+                    f"{where}: workers[{i}].{name} {getattr(ws, name)!r}; its groups are "
+                    f"modelled for workers that stay up from the start (allowed: none)"
+                )
         if self.service is not None:
             raise ValueError(f"{where}: service {self.service!r}; allowed: None (no queueing)")
         if isinstance(self.budget, StepsBudget):
@@ -438,19 +448,14 @@ class ClusterSpec:
                 f"clients; allowed: K <= Population.n_clients"
             )
         for i, slot in enumerate(self.workers):
-            for name, given in (
-                ("churn", slot.churn is not None),
-                ("failures", bool(slot.failures)),
-                ("join_at", slot.join_at > 0),
-                ("availability", bool(slot.availability)),
-                ("slowdowns", slot.slowdowns is not None),
-            ):
-                if given:
-                    raise ValueError(
-                        f"ClusterSpec.workers[{i}].{name}: a population's slots have no "
-                        f"{name} of their own, got {getattr(slot, name)!r}; allowed: the "
-                        f"default (give the clients' churn and availability in the Population)"
-                    )
+            given = _lives_given(slot)
+            if given:
+                name = given[0]
+                raise ValueError(
+                    f"ClusterSpec.workers[{i}].{name}: a population's slots have no "
+                    f"{name} of their own, got {getattr(slot, name)!r}; allowed: the "
+                    f"default (give the clients' churn and availability in the Population)"
+                )
         if not isinstance(self.protocol, Async):
             raise ValueError(
                 f"ClusterSpec.protocol: a population runs under the async protocol only, got "
