@@ -22,7 +22,8 @@ def lazy_exports(
 
     Args:
         package: the package's ``__name__``.
-        table: module (relative, e.g. ``"._specs"``, or absolute) -> the names it exports.
+        table: module (relative, e.g. ``"._problem"`` or ``".models._specs"``, or absolute) -> the
+            names it exports.
         deprecated: old name -> the exported name that replaces it, or ``"module:name"``
             when it moved to another package; the old one still works for a release, with a
             DeprecationWarning, and is not in ``__all__``.

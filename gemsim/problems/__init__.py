@@ -8,6 +8,12 @@ Build one with :func:`make_problem` from a model spec and a dataset spec::
 
 Names are exported lazily: the specs and sizes (``Cnn``, ``data_shape``, ...) import no JAX,
 so the timing side can ask a problem's size without paying for the rest.
+
+The modules follow the stages of a problem: here the ``Problem`` value and its construction,
+its sizes, its random streams and its three kinds (classifiers and user models, text, the
+quadratic); ``models/`` (the specs and the networks), ``data/`` (the data-set specs, their
+files, downloads and loaders), ``partitions/`` (which examples each worker holds) and
+``streams/`` (which examples a worker's step reads).
 """
 
 from gemsim._lazy import lazy_exports
@@ -15,11 +21,47 @@ from gemsim._lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "._adapters": ["from_equinox", "from_flax_linen", "from_flax_nnx"],
-        "._batch": ["Batch"],
-        "._cnn": ["IM2COL", "ConvOps", "cnn_apply", "cnn_init"],
-        "._cifar": ["CIFAR10_MEAN", "CIFAR10_STD", "write_cifar_batch"],
-        "._datasets": [
+        # the problem, its sizes and its random streams
+        "._problem": ["Problem"],
+        "._make": ["imported_sizes", "make_problem", "resolve_model"],
+        "._sizes": ["DataShape", "data_shape", "param_count"],
+        "._keys": ["KeyTag"],
+        "._supervised": ["to_device"],
+        "._quadratic": ["quadratic_curvature", "stationary_point", "worker_optima"],
+        "._text": ["sample_text"],
+        # models
+        ".models._specs": [
+            "Cnn",
+            "Imported",
+            "Logistic",
+            "Mlp",
+            "ModelSpec",
+            "Quadratic",
+            "Resnet",
+            "Transformer",
+        ],
+        ".models._adapters": ["from_equinox", "from_flax_linen", "from_flax_nnx"],
+        ".models._cnn": ["IM2COL", "ConvOps", "cnn_apply", "cnn_init"],
+        ".models._model_imports": ["ModelError"],
+        ".models._layers": ["Model", "cross_entropy"],
+        ".models._transformer": ["lm_loss", "transformer_model"],
+        ".models._user": ["UserModel", "as_user_model", "load_model"],
+        # data sets
+        ".data._specs": [
+            "Arrays",
+            "Cifar10",
+            "DatasetSpec",
+            "Digits",
+            "FashionMnist",
+            "Mnist",
+            "Mnist5k",
+            "Shakespeare",
+            "Synthetic",
+            "SyntheticFed",
+            "Text",
+        ],
+        ".data._cifar": ["CIFAR10_MEAN", "CIFAR10_STD", "write_cifar_batch"],
+        ".data._datasets": [
             "FASHION_MEAN",
             "FASHION_STD",
             "MNIST_MEAN",
@@ -30,7 +72,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "load_dataset",
             "training_labels",
         ],
-        "._download": [
+        ".data._download": [
             "DATASET_SOURCES",
             "MNIST_FILES",
             "MNIST_MIRRORS",
@@ -38,13 +80,13 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "download_dataset",
             "download_mnist",
         ],
-        "._idx": ["read_idx", "read_idx_shape", "write_idx"],
-        "._model_imports": ["ModelError"],
-        "gemsim._user_code": ["file_sha256", "locate_module", "module_digest"],
-        "._keys": ["KeyTag"],
-        "._layers": ["Model", "cross_entropy"],
-        "._npz": ["DataError", "check_arrays"],
-        "._partitions": [
+        ".data._idx": ["read_idx", "read_idx_shape", "write_idx"],
+        ".data._npz": ["DataError", "check_arrays"],
+        ".data._text_corpus": ["Corpus", "TextData", "format_text_partition", "read_corpus"],
+        ".data._text_sources": ["HELD_OUT_PLAYS", "TextError", "text_sha256"],
+        ".data._synthetic_fed": ["make_synthetic_fed", "synthetic_fed_sizes"],
+        # partitions
+        ".partitions._partitions": [
             "LABEL_SPECS",
             "BySpeed",
             "Claim",
@@ -76,43 +118,9 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "speed_data",
             "split_shards",
         ],
-        "._problem": ["Problem", "imported_sizes", "make_problem", "resolve_model"],
-        "._quadratic": ["quadratic_curvature", "stationary_point", "worker_optima"],
-        "._sizes": ["DataShape", "data_shape", "param_count"],
-        "._specs": [
-            "Arrays",
-            "Cifar10",
-            "Cnn",
-            "DatasetSpec",
-            "Digits",
-            "FashionMnist",
-            "Imported",
-            "Logistic",
-            "Mlp",
-            "Mnist",
-            "Mnist5k",
-            "ModelSpec",
-            "Quadratic",
-            "Resnet",
-            "Shakespeare",
-            "Synthetic",
-            "SyntheticFed",
-            "Text",
-            "Transformer",
-        ],
-        "._supervised": ["to_device"],
-        "._text": ["sample_text"],
-        "._text_corpus": [
-            "HELD_OUT_PLAYS",
-            "Corpus",
-            "TextData",
-            "TextError",
-            "format_text_partition",
-            "read_corpus",
-            "text_sha256",
-        ],
-        "._transformer": ["lm_loss", "transformer_model"],
-        "._synthetic_fed": ["make_synthetic_fed", "synthetic_fed_sizes"],
-        "._user": ["UserModel", "as_user_model", "load_model"],
+        # streams
+        ".streams._batch": ["Batch"],
+        # shared with the rest of gemsim
+        "gemsim._user_code": ["file_sha256", "locate_module", "module_digest"],
     },
 )

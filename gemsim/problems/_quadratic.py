@@ -28,10 +28,10 @@ import numpy as np
 
 from gemsim.types import PyTree
 
-from ._batch import Batch
 from ._keys import KeyTag, derive_key, host_rng
-from ._specs import Quadratic
-from ._streams import step_key
+from .models._specs import Quadratic
+from .streams._batch import Batch
+from .streams._streams import step_key
 
 if TYPE_CHECKING:
     from ._problem import Problem

@@ -6,7 +6,7 @@ data set or compiling a model to learn them, so they come from the specs: fixed 
 bundled sets, the headers of file-based ones (IDX headers, CIFAR-10's `batches.meta`, the
 `.npy` headers inside an `.npz`; its class count needs the labels alone), and parameter counts
 from the layer shapes. Models imported by path are the exception: their size is known only by
-building them (see `_user.py`), which gemsim does only when a bandwidth needs it. A test
+building them (see `models/_user.py`), which gemsim does only when a bandwidth needs it. A test
 checks each against the built problem.
 """
 
@@ -17,35 +17,37 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._cifar import cifar10_sizes
-from ._data_files import fashion_mnist_files, mnist_files
-from ._idx import read_idx_shape
-from ._npz import DataError, npz_headers
-from ._resnet_layout import resnet_param_count
-from ._specs import (
-    CNN_CHANNELS,
-    CNN_HIDDEN,
-    CNN_KERNEL,
+from .data._cifar import cifar10_sizes
+from .data._data_files import fashion_mnist_files, mnist_files
+from .data._idx import read_idx_shape
+from .data._npz import DataError, npz_headers
+from .data._specs import (
     Arrays,
     Cifar10,
-    Cnn,
     DatasetSpec,
     Digits,
     FashionMnist,
-    Logistic,
-    Mlp,
     Mnist,
     Mnist5k,
-    ModelSpec,
-    Quadratic,
-    Resnet,
     Shakespeare,
     Synthetic,
     SyntheticFed,
     Text,
+)
+from .data._synthetic_fed import synthetic_fed_sizes
+from .models._resnet_layout import resnet_param_count
+from .models._specs import (
+    CNN_CHANNELS,
+    CNN_HIDDEN,
+    CNN_KERNEL,
+    Cnn,
+    Logistic,
+    Mlp,
+    ModelSpec,
+    Quadratic,
+    Resnet,
     Transformer,
 )
-from ._synthetic_fed import synthetic_fed_sizes
 
 __all__ = ["DataShape", "data_shape", "param_count"]
 
@@ -62,7 +64,7 @@ class DataShape:
     """Tokens of a text data set's vocabulary (0 for the others)."""
 
 
-# The fixed splits of the bundled sets (see _datasets.py): 400 / 100 MNIST images per class,
+# The fixed splits of the bundled sets (see data/_datasets.py): 400 / 100 MNIST images per class,
 # and 20 % of each digits class held out.
 _BUNDLED = {
     Mnist5k: DataShape(4000, 1000, (28, 28), 10),
@@ -115,7 +117,7 @@ def _arrays_shape(spec: Arrays) -> DataShape:
 
 def _text_shape(spec: Shakespeare | Text) -> DataShape:
     """Windows of the corpus (read and tokenised once per process; no JAX)."""
-    from ._text_corpus import spec_text
+    from .data._text_corpus import spec_text
 
     text = spec_text(spec)
     n_train, n_test = len(text.windows.starts), len(text.windows.test_starts)
@@ -144,7 +146,7 @@ def param_count(model: ModelSpec, data: DataShape | None) -> int:
         sizes = (*CNN_HIDDEN, data.n_classes)
         return conv + sum(_dense(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True))
     if isinstance(model, Transformer):
-        from ._transformer_layout import transformer_param_count
+        from .models._transformer_layout import transformer_param_count
 
         return transformer_param_count(model, data.vocab_size)
     if isinstance(model, Resnet):

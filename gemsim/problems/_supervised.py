@@ -19,17 +19,17 @@ from jax import lax
 
 from gemsim.types import PyTree
 
-from ._batch import Batch
-from ._datasets import Dataset
 from ._keys import KeyTag, derive_key, host_rng
-from ._layers import Model, cross_entropy
-from ._models import build_model
-from ._streams import batch_positions, shard_batch_positions, step_key
-from ._user import UserModel
+from .data._datasets import Dataset
+from .models._layers import Model, cross_entropy
+from .models._models import build_model
+from .models._user import UserModel
+from .streams._batch import Batch
+from .streams._streams import batch_positions, shard_batch_positions, step_key
 
 if TYPE_CHECKING:
-    from ._partition_specs import Shards
     from ._problem import Problem
+    from .partitions._specs import Shards
 
 EVAL_CHUNK = 1000
 """Examples per evaluation call: bounds the memory of one forward pass."""
@@ -168,7 +168,7 @@ def worker_eval_sample(
 
 def _owners_shards(shards: Shards, owners: np.ndarray) -> Shards:
     """The shards of ``owners`` alone, in their order (owner i of the result is owners[i])."""
-    from ._partition_specs import Shards
+    from .partitions._specs import Shards
 
     sizes = shards.sizes[owners]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)

@@ -1,9 +1,9 @@
 """Problems on text: a character-level language model's batches, loss and evaluation.
 
 A training example is a window of ``context + 1`` tokens inside one segment of the corpus
-(``_text_corpus.py``); example ``i`` starts at ``starts[i]``. Batches pick examples exactly as
+(``data/_text_corpus.py``); example ``i`` starts at ``starts[i]``. Batches pick examples exactly as
 the classifiers' streams pick images (epochs of keyed permutations over all windows, or over a
-worker's shard of them: ``_streams.py``), so a batch is a pure function of (seed, worker,
+worker's shard of them: ``streams/_streams.py``), so a batch is a pure function of (seed, worker,
 step) and costs O(batch): the tokens are gathered from the one corpus array by position.
 ``x`` is the window's first ``context`` tokens and ``y`` the next token at each position.
 
@@ -26,16 +26,16 @@ import numpy as np
 
 from gemsim.types import PyTree
 
-from ._batch import Batch
 from ._keys import KeyTag, derive_key
-from ._streams import batch_positions, step_key
 from ._supervised import _shard_batch, eval_indices, map_chunks, owner_means, shard_arrays
-from ._text_corpus import TextData
-from ._transformer import token_nll, transformer_model
+from .data._text_corpus import TextData
+from .models._transformer import token_nll, transformer_model
+from .streams._batch import Batch
+from .streams._streams import batch_positions, step_key
 
 if TYPE_CHECKING:
-    from ._partition_specs import Shards
     from ._problem import Problem
+    from .partitions._specs import Shards
 
 TEXT_CHUNK = 64
 """Windows per evaluation call: bounds the memory of one forward pass (attention is
@@ -116,7 +116,7 @@ def init(problem: Problem, key: jax.Array) -> PyTree:
 
 def loss(problem: Problem, params: PyTree, batch: Batch, key: jax.Array) -> jax.Array:
     """Training-mode mean next-character cross-entropy of the batch (nats)."""
-    from ._transformer import lm_loss
+    from .models._transformer import lm_loss
 
     return lm_loss(_model(problem).apply(params, batch.x, key), batch.y)
 
@@ -190,7 +190,7 @@ def sample_text(
       length: characters to draw.
       key: the draws' key.
     """
-    from ._text_corpus import read_corpus
+    from .data._text_corpus import read_corpus
 
     corpus = read_corpus(problem.dataset)
     tokens = [int(t) for t in corpus.encode(prompt)]

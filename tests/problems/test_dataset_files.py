@@ -30,8 +30,8 @@ from gemsim.problems import (
     write_cifar_batch,
     write_idx,
 )
-from gemsim.problems import _download as download_module
-from gemsim.problems._data_files import FASHION_MNIST_SYSTEM_DIR, MNIST_IDX_NAMES
+from gemsim.problems.data import _download as download_module
+from gemsim.problems.data._data_files import FASHION_MNIST_SYSTEM_DIR, MNIST_IDX_NAMES
 
 RNG = np.random.default_rng(0)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gemsim.problems import MNIST_MEAN, MNIST_STD, SPLIT_SEED, Synthetic
-from gemsim.problems._datasets import (
+from gemsim.problems.data._datasets import (
     _digits_table,
     _mnist5k_table,
     load_digits,
@@ -87,7 +87,7 @@ def test_digits_are_scikit_learns_own_without_importing_it():
     np.testing.assert_array_equal(table[:, -1].astype(np.int64), bunch.target)
     # and reading them imports no scikit-learn (its import is a second of every run's start)
     code = (
-        "import sys; from gemsim.problems._datasets import load_digits; load_digits(); "
+        "import sys; from gemsim.problems.data._datasets import load_digits; load_digits(); "
         "print(any(m == 'sklearn' or m.startswith('sklearn.') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

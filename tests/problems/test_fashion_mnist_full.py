@@ -11,7 +11,7 @@ import yaml
 
 import gemsim
 from gemsim.problems import FashionMnist, data_shape, load_dataset
-from gemsim.problems._data_files import FASHION_MNIST_SYSTEM_DIR
+from gemsim.problems.data._data_files import FASHION_MNIST_SYSTEM_DIR
 
 pytestmark = [
     pytest.mark.slow,

@@ -16,8 +16,8 @@ from gemsim.problems import (
     read_idx,
     write_idx,
 )
-from gemsim.problems._data_files import MNIST_IDX_NAMES
-from gemsim.problems._datasets import load_mnist
+from gemsim.problems.data._data_files import MNIST_IDX_NAMES
+from gemsim.problems.data._datasets import load_mnist
 
 
 @pytest.mark.parametrize("suffix", ["", ".gz"])

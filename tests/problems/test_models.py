@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gemsim.problems import Cnn, Digits, Logistic, Mlp, Synthetic, cnn_apply, cnn_init, make_problem
-from gemsim.problems._cnn import channel_dropout
+from gemsim.problems.models._cnn import channel_dropout
 
 CNN_PARAMS = 260 + 5020 + 96300 + 60200 + 2010
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from gemsim.problems._partition_order import speed_ranking
-from gemsim.problems._partitions import (
+from gemsim.problems.partitions._order import speed_ranking
+from gemsim.problems.partitions._partitions import (
     BySpeed,
     Claim,
     Dirichlet,

@@ -20,7 +20,7 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from gemsim.config._partition_blocks import PartitionBlock
-from gemsim.problems._partitions import (
+from gemsim.problems.partitions._partitions import (
     MAX_DIRICHLET_ATTEMPTS,
     PARTITION_KEY,
     Classes,

@@ -30,7 +30,7 @@ from pydantic import TypeAdapter, ValidationError
 from scipy import stats
 
 from gemsim.config._partition_blocks import PartitionBlock
-from gemsim.problems._partitions import (
+from gemsim.problems.partitions._partitions import (
     Claim,
     Classes,
     Dirichlet,

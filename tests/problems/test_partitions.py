@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gemsim.problems._partitions import (
+from gemsim.problems.partitions._partitions import (
     MAX_DIRICHLET_ATTEMPTS,
     PARTITION_KEY,
     Claim,
@@ -694,7 +694,7 @@ def test_bad_arguments_are_refused():
 
 def test_importing_partitions_loads_neither_jax_nor_pandas():
     probe = (
-        "import sys, json\nimport gemsim.problems._partitions\n"
+        "import sys, json\nimport gemsim.problems.partitions._partitions\n"
         "print(json.dumps(sorted(sys.modules)))"
     )
     done = subprocess.run(

@@ -83,7 +83,7 @@ def test_grey_images_get_one_channel(tmp_path):
 
 @pytest.mark.parametrize(("size", "stride"), [(8, 1), (8, 2), (7, 2), (5, 1)])
 def test_im2col_convolution_equals_lax_conv(size, stride):
-    from gemsim.problems._resnet import conv_lax, conv_same
+    from gemsim.problems.models._resnet import conv_lax, conv_same
 
     kx, kk = jax.random.split(jax.random.key(0))
     x = jax.random.normal(kx, (2, size, size, 3))

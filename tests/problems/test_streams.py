@@ -9,7 +9,7 @@ import pytest
 
 from gemsim.problems import Mlp, Problem, Synthetic, make_problem
 from gemsim.problems._keys import KeyTag, derive_key
-from gemsim.problems._streams import batch_positions, permute_indices
+from gemsim.problems.streams._streams import batch_positions, permute_indices
 
 key_data = lambda k: np.asarray(jax.random.key_data(k))
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from gemsim import problems
-from gemsim.problems import _text_corpus as tc
+from gemsim.problems.data import _text_corpus as tc
+from gemsim.problems.data import _text_sources as ts
 
 TINY = problems.Transformer(layers=1, d_model=16, heads=2, context=8)
 
@@ -42,12 +43,12 @@ Farewell.
 
 
 def test_a_play_is_read_speech_by_speech_without_directions_or_markup():
-    assert tc.parse_play(PLAY) == [
+    assert ts.parse_play(PLAY) == [
         ("ANNE", "Good morrow, Bob.\nHow fares the day?\n"),
         ("BOB", "Well [indeed].\n"),
         ("ANNE", "Farewell.\n"),
     ]
-    roles = dict(tc._roles("a-play", PLAY))
+    roles = dict(ts._roles("a-play", PLAY))
     assert roles == {
         "a-play/ANNE": "Good morrow, Bob.\nHow fares the day?\nFarewell.\n",
         "a-play/BOB": "Well [indeed].\n",
@@ -60,13 +61,13 @@ def shakespeare():
 
 
 def test_shakespeare_corpus_holds_every_play_and_holds_out_four(shakespeare):
-    plays = [name for name, _ in tc.shakespeare_plays()]
+    plays = [name for name, _ in ts.shakespeare_plays()]
     assert len(plays) == 38 and set(problems.HELD_OUT_PLAYS) <= set(plays)
     names = shakespeare.group_names
     assert len(names) == len(set(names)) == len(shakespeare.segment_group)  # one per role
     assert not {n.split("/")[0] for n in names} & set(problems.HELD_OUT_PLAYS)
     assert "hamlet/HAMLET" in names
-    roles, _ = tc._shakespeare_texts()
+    roles, _ = ts._shakespeare_texts()
     kept = [(p, r, t) for p, r, t in roles if len(t) >= 1000]
     train = [t for p, _, t in kept if p not in problems.HELD_OUT_PLAYS]
     test = [t for p, _, t in kept if p in problems.HELD_OUT_PLAYS]

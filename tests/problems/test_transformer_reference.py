@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from gemsim.problems import Transformer
-from gemsim.problems._transformer import lm_loss, transformer_model
+from gemsim.problems.models._transformer import lm_loss, transformer_model
 
 VOCAB = 11
 D_MODEL = 16

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._keys import KeyTag, host_rng
+from .._keys import KeyTag, host_rng
 from ._specs import SyntheticFed
 
 __all__ = ["make_synthetic_fed", "synthetic_fed_sizes"]

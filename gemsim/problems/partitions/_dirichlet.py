@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._partition_base import PartitionError
-from ._partition_cuts import class_members
-from ._partition_label_specs import InnerDirichlet
-from ._partition_sizes import shard_sizes
-from ._partition_specs import MAX_DIRICHLET_ATTEMPTS, Dirichlet
+from ._base import PartitionError
+from ._cuts import class_members
+from ._label_specs import InnerDirichlet
+from ._sizes import shard_sizes
+from ._specs import MAX_DIRICHLET_ATTEMPTS, Dirichlet
 
 __all__ = ["class_alpha", "dirichlet_owners", "inner_dirichlet_owners"]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._partition_specs import FromFile, PartitionError
+from ._specs import FromFile, PartitionError
 
 __all__ = ["read_owners"]
 

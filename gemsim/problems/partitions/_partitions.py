@@ -40,14 +40,14 @@ import numpy as np
 
 from gemsim._checks import check_int
 
-from ._partition_base import PARTITION_KEY
-from ._partition_claims import check_claims, split_pool, whole
-from ._partition_classes import label_shards, pathological, round_robin
-from ._partition_cuts import even_pieces, offsets, require_examples
-from ._partition_dirichlet import dirichlet_owners, inner_dirichlet_owners
-from ._partition_files import read_owners
-from ._partition_label_specs import ClassMode
-from ._partition_order import (
+from ._base import PARTITION_KEY
+from ._claims import check_claims, split_pool, whole
+from ._classes import label_shards, pathological, round_robin
+from ._cuts import even_pieces, offsets, require_examples
+from ._dirichlet import dirichlet_owners, inner_dirichlet_owners
+from ._files import read_owners
+from ._label_specs import ClassMode
+from ._order import (
     SpeedData,
     copula_spearman,
     order_strength,
@@ -56,9 +56,9 @@ from ._partition_order import (
     spearman,
     speed_data,
 )
-from ._partition_sampled import sampled_shards
-from ._partition_sizes import quantity_owners
-from ._partition_specs import (
+from ._sampled import sampled_shards
+from ._sizes import quantity_owners
+from ._specs import (
     LABEL_SPECS,
     MAX_DIRICHLET_ATTEMPTS,
     BySpeed,
@@ -82,7 +82,7 @@ from ._partition_specs import (
     check_labels,
     checked,
 )
-from ._partition_summary import (
+from ._summary import (
     PartitionSummary,
     check_shards,
     describe,
@@ -210,7 +210,7 @@ def partition(
         groups: int or str [n_train], each example's natural group (for `Groups`).
         slowness: float [n_workers], larger = slower (e.g. each worker's mean compute time
             per mini-batch); needed by ``order="by_speed"`` and `BySpeed` (whose copula
-            draws from its own stream of ``seed``, `_partition_order`).
+            draws from its own stream of ``seed``, `_order`).
         claims: groups of workers that alone hold the named classes.
         batch_size: the run's mini-batch size, if known: `Dirichlet` draws again until every
             shard holds at least ``max(min_size, batch_size)`` (a smaller shard would be
@@ -342,7 +342,7 @@ def _by_speed(
     seed: int,
 ) -> np.ndarray:
     """Relabel drawn shards: the most skewed (or largest) go to the slowest workers, or to
-    a copula's ranking of them (`_partition_order`)."""
+    a copula's ranking of them (`_order`)."""
     m = slowness.size
     held = owner >= 0
     if isinstance(spec, LABEL_SPECS):

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._partition_base import Claim, PartitionError, Shards
-from ._partition_cuts import offsets
-from ._partition_specs import FromFile, Groups, PartitionSpec
+from ._base import Claim, PartitionError, Shards
+from ._cuts import offsets
+from ._specs import FromFile, Groups, PartitionSpec
 
 __all__ = ["check_claims", "split_pool", "whole"]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._partition_base import Claim, SpeedOrder
-from ._partition_claims import split_pool
-from ._partition_dirichlet import class_alpha
-from ._partition_order import shard_owners
-from ._partition_specs import Dirichlet, Iid, InnerDirichlet, PartitionError, Shards
-from ._partition_summary import histogram, tv_distance
+from ._base import Claim, SpeedOrder
+from ._claims import split_pool
+from ._dirichlet import class_alpha
+from ._order import shard_owners
+from ._specs import Dirichlet, Iid, InnerDirichlet, PartitionError, Shards
+from ._summary import histogram, tv_distance
 
 
 def sampled_shards(
@@ -103,7 +103,7 @@ def _dirichlet_sampled(
 
 def _by_speed_sampled(spec, indices, labels, n, m, n_classes, slowness, seed) -> np.ndarray:
     """Shards relabelled so that the most skewed (Dirichlet) shards go to the slowest
-    workers, or to a copula's ranking of them (`_partition_order`); equal-sized IID shards
+    workers, or to a copula's ranking of them (`_order`); equal-sized IID shards
     keep their order (every shard is as large)."""
     if isinstance(spec, Iid):
         return indices

@@ -12,7 +12,7 @@ import numpy as np
 
 from gemsim._checks import check_int
 
-from ._partition_specs import PartitionError, Shards, check_labels, checked
+from ._specs import PartitionError, Shards, check_labels, checked
 
 __all__ = [
     "PartitionSummary",

@@ -1,9 +1,9 @@
 """Partition specs, as small frozen values validated when built: IID, Dirichlet label skew,
 quantity skew, the user's file and the data set's natural groups here; the class-based ones
-(shards, pathological, round robin, inner Dirichlet) in ``_partition_label_specs.py``.
+(shards, pathological, round robin, inner Dirichlet) in ``_label_specs.py``.
 
 The drawing is in ``_partitions.py`` (which re-exports these names), the reading of a user's
-file in ``_partition_files.py``, the summaries in ``_partition_summary.py``.
+file in ``_files.py``, the summaries in ``_summary.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gemsim._checks import check_bool, check_int
 
-from ._partition_base import (
+from ._base import (
     BySpeed,
     Claim,
     IdSizes,
@@ -27,7 +27,7 @@ from ._partition_base import (
     set_order,
     set_samples,
 )
-from ._partition_label_specs import Classes, InnerDirichlet, LabelShards, Pathological, RoundRobin
+from ._label_specs import Classes, InnerDirichlet, LabelShards, Pathological, RoundRobin
 
 __all__ = [
     "LABEL_SPECS",

@@ -35,10 +35,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._keys import KeyTag, host_rng
 from ._cifar import read_cifar10
 from ._data_files import fashion_mnist_files, mnist_files
 from ._idx import read_idx
-from ._keys import KeyTag, host_rng
 from ._npz import read_arrays
 from ._specs import (
     DATASET_SPECS,

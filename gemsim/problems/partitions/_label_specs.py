@@ -1,6 +1,6 @@
 """The class-based partition specs: McMahan et al.'s shards, Flower's pathological classes,
 the round robin of classes (formerly ``Classes``) and the inner Dirichlet (label and quantity
-skew together). Their drawing is in ``_partition_classes.py`` and ``_partition_dirichlet.py``.
+skew together). Their drawing is in ``_classes.py`` and ``_dirichlet.py``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from gemsim._checks import check_enum, check_int
 
-from ._partition_base import (
+from ._base import (
     IdSizes,
     Order,
     PartitionError,

@@ -30,9 +30,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._partition_base import PARTITION_KEY, BySpeed, Claim, Order, Shards, SpeedOrder
-from ._partition_specs import LABEL_SPECS, PartitionSpec
-from ._partition_summary import histogram, tv_distance
+from ._base import PARTITION_KEY, BySpeed, Claim, Order, Shards, SpeedOrder
+from ._specs import LABEL_SPECS, PartitionSpec
+from ._summary import histogram, tv_distance
 
 __all__ = [
     "ORDER_KEY",

@@ -1,7 +1,7 @@
 """What every partition module shares: the error an impossible partition raises, the check
 helpers the specs use, the speed order, the shards a partition gives, and a claim.
 
-The specs are in ``_partition_specs.py`` and ``_partition_label_specs.py``; the drawing in
+The specs are in ``_specs.py`` and ``_label_specs.py``; the drawing in
 ``_partitions.py`` and the modules it imports (which all re-export from here).
 """
 
@@ -100,7 +100,7 @@ class BySpeed:
     drawn shards, most skewed (label partitions) or largest (others) first, go to the
     workers in the order of a Gaussian copula's latent ``rho s + sqrt(1 - rho^2) e``, ``s``
     the normal score of the worker's slowness rank and ``e`` a standard normal of its own
-    (``_partition_order.py``). ``rho = 1`` is `Order.BY_SPEED`'s assignment exactly, 0
+    (``_order.py``). ``rho = 1`` is `Order.BY_SPEED`'s assignment exactly, 0
     independent of speed, -1 the reverse (the most skewed shards to the fastest)."""
 
     rho: float
