@@ -260,6 +260,18 @@ class Probes:
 _thread_id = threading.get_ident  # bound here: the import probes call it
 
 
+def _module(*names: str):
+    """The first of the modules `names` that imports (gemsim's private layout changes)."""
+    import importlib
+
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+    raise ModuleNotFoundError(names[0])
+
+
 def install_probes() -> Probes:
     """Probes on the stages of a run (see `Probes`), JAX already imported."""
     import jax
@@ -267,28 +279,39 @@ def install_probes() -> Probes:
     import gemsim.config
     import gemsim.engine
     import gemsim.results
-    from gemsim.app import _many_runs, _record, _run, _run_sweep, _stages, _trace_store
+
+    # The modules by their names in this gemsim, or in an older one (`--gemsim`).
+    many_runs = _module("gemsim.app.execute._many_runs", "gemsim.app._many_runs")
+    stages = _module("gemsim.app.execute._stages", "gemsim.app._stages")
+    simulated = _module("gemsim.app.execute._simulated", "gemsim.app._run")
+    one_run = _module("gemsim.app.execute._one_run", "gemsim.app._one_run")
+    trace_store = _module("gemsim.app.sweep._traces", "gemsim.app._trace_store")
+    run_verb = _module("gemsim.app.verbs._run", "gemsim.app._run")
+    run_sweep = _module("gemsim.app.verbs._run_sweep", "gemsim.app._run_sweep")
 
     probes = Probes()
     jax.monitoring.register_event_time_span_listener(probes.compiled)
     for owner, name, stage in (
         (gemsim.config, "load_scenario", "parse"),
         (gemsim.config, "expand", "parse"),
-        (_run_sweep, "preflight", "checks"),
+        (run_sweep, "preflight", "checks"),
         (gemsim.config, "build_rule", "problem"),
-        (_stages, "build_problem", "problem"),
-        (_run, "build_problem", "problem"),
-        (_trace_store.Traces, "trace_for", "timing"),
-        (_trace_store.Traces, "timed_for", "timing"),
+        (stages, "build_problem", "problem"),
+        (simulated, "build_problem", "problem"),
+        (many_runs, "build_problem", "problem"),
+        (trace_store.Traces, "trace_for", "timing"),
+        (trace_store.Traces, "timed_for", "timing"),
         (gemsim.engine.Executor, "execute", "execute"),
         (gemsim.engine.ManyRunsExecutor, "execute", "execute"),
-        (_run, "run_result", "record"),
-        (_many_runs, "run_result", "record"),
+        (run_verb, "run_result", "record"),
+        (many_runs, "run_result", "record"),
+        (run_verb, "record_of", "record"),
+        (one_run, "record_of", "record"),
+        (many_runs, "record_of", "record"),
         (gemsim.results.RunResult, "write", "write"),
     ):
         if hasattr(owner, name):  # an older gemsim (`--gemsim`) may lack one
             probes.wrap(owner, name, stage)
-    del _record
     probes.install_imports()
     return probes
 
@@ -493,15 +516,18 @@ def eval_cost(size: str, rounds: int) -> dict:
     import jax  # noqa: F401
 
     from gemsim import config, engine
-    from gemsim.app import _record, _stages, _trace_store
+    from gemsim.app import RunIdentity, build_problem
     from gemsim.types import RunKind
+
+    identity = _module("gemsim.app.record._identity", "gemsim.app._record")
+    trace_store = _module("gemsim.app.sweep._traces", "gemsim.app._trace_store")
 
     n, d, seconds = SIZES[size]
     doc = scenario_doc("eval", n, d, seconds)
     scenario = config.parse_scenario(doc, "eval.yaml")
-    who = _record.RunIdentity.of(_record.expanded_of(scenario), RunKind.SIM)
-    rule, problem = config.build_rule(scenario), _stages.build_problem(scenario)
-    (trace, _), _ = _trace_store.Traces().timed_for(who)
+    who = RunIdentity.of(identity.expanded_of(scenario), RunKind.SIM)
+    rule, problem = config.build_rule(scenario), build_problem(scenario)
+    (trace, _), _ = trace_store.Traces().timed_for(who)
     plans = {every: engine.plan_of(trace, eval_every=every) for every in (1, EVAL_EVERY)}
     kw = dict(params=problem.init_params, n_workers=n)
     executors = {

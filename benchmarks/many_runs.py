@@ -43,9 +43,9 @@ import numpy as np
 from _common import environment, environment_line
 
 from gemsim import config, engine, timing
-from gemsim.app import _many_runs_plan
-from gemsim.app._run_sweep import run_file
-from gemsim.app._stages import build_problem
+from gemsim.app.execute._stages import build_problem
+from gemsim.app.sweep import _many_runs_plan
+from gemsim.app.verbs._run_sweep import run_file
 from gemsim.config import build_rule
 from gemsim.results import read_manifest
 

@@ -36,7 +36,9 @@ from pathlib import Path
 from fixed_costs import STUDY_RUNS, compute_times, lr_of
 
 from gemsim import config, engine
-from gemsim.app import _many_runs_plan, _record, _stages, _trace_store
+from gemsim.app.execute import _stages
+from gemsim.app.record import _identity
+from gemsim.app.sweep import _many_runs_plan, _traces
 from gemsim.types import RunKind
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,7 +92,7 @@ def bundled(commits: int, only: list[str] | None = None) -> dict[str, list]:
             data.update(budget={"commits": commits}, sweep={}, repeats=1)
             data.pop("seeds", None)
             cut.append(config.parse_scenario(data, str(path), base_dir=path.parent))
-        out[str(path.relative_to(ROOT))] = [_record.expanded_of(s) for s in cut]
+        out[str(path.relative_to(ROOT))] = [_identity.expanded_of(s) for s in cut]
     return out
 
 
@@ -101,9 +103,9 @@ def prepared(expanded: list) -> list:
     out = []
     for r, f in zip(expanded, floats, strict=True):
         s = r.scenario
-        who = _record.RunIdentity.of(r, RunKind.SIM)
+        who = _identity.RunIdentity.of(r, RunKind.SIM)
         rule, problem = config.build_rule(s), _stages.build_problem(s)
-        (trace, _), _ = _trace_store.Traces().timed_for(who)
+        (trace, _), _ = _traces.Traces().timed_for(who)
         plan = engine.plan_of(trace, window=rule.window, eval_every=s.eval.every)
         out.append((s, rule, problem, plan, {p: f[p] for p in lifted}, lifted))
     return out

@@ -97,7 +97,7 @@ def child(args: list[str], report: Path) -> None:
     import gemsim.cli
     import gemsim.engine
     import gemsim.results
-    from gemsim.app import _trace_store
+    from gemsim.app.sweep import _traces
 
     spans: dict[str, list[tuple[float, float]]] = {"timing": [], "execute": [], "write": []}
 
@@ -113,7 +113,7 @@ def child(args: list[str], report: Path) -> None:
 
         setattr(owner, name, probe)
 
-    timed(_trace_store.Traces, "timed_for", "timing")
+    timed(_traces.Traces, "timed_for", "timing")
     timed(gemsim.engine.Executor, "execute", "execute")
     timed(gemsim.engine.ManyRunsExecutor, "execute", "execute")
     timed(gemsim.results.RunResult, "write", "write")

@@ -19,7 +19,7 @@ workload to ``WORKLOADS``. Rounds are interleaved (every variant once per round,
 drifts of the machine hit all alike); figures are medians over rounds. Every variant's runs
 must give the trace and parameter hashes of the first variant's, or the script says which
 did not; ``together`` only the traces (its parameters are the same bits only where XLA's
-vmapped arithmetic is: the README's "Many runs in one program"; ``same params`` counts them).
+vmapped arithmetic is: docs/running.md, "Many runs in one program"; ``same params`` counts them).
 
 Columns: ``wall s`` of the command; ``CPU s``, user + system seconds of the command and its
 worker processes (the work done, whatever else runs on the machine); ``share``, CPU s over

@@ -30,107 +30,45 @@ A run of FedCompass's scheduler (`gemsim.timing.Compass`) adds a ``buffer`` colu
 server put commit k: 0 applied alone, 1 the general buffer, 2 its arrival group's buffer
 (aggregated with the general buffer at the group's last row, which closes the round). Format
 5; hashed only where present.
+
+The columns' names, dtypes and checks are gemsim/_trace_columns.py; the parquet format (the
+only reader and writer of trace files) is gemsim/_trace_parquet.py.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from gemsim import _trace_parquet
 from gemsim._atomic import atomic_write_bytes
-from gemsim._checks import check_int, check_nonnegative
+from gemsim._checks import check_int
+from gemsim._trace_columns import BUFFER as BUFFER
+from gemsim._trace_columns import BUFFERS as BUFFERS
+from gemsim._trace_columns import CLIENT as CLIENT
+from gemsim._trace_columns import COLUMN_NAMES as COLUMN_NAMES
+from gemsim._trace_columns import COLUMNS as COLUMNS
+from gemsim._trace_columns import (
+    COUNTS,
+    checked_column,
+    checked_flag,
+    checked_seconds,
+    default_fresh,
+    first_bad,
+)
+from gemsim._trace_columns import DROPPED as DROPPED
+from gemsim._trace_columns import FLAGS as FLAGS
+from gemsim._trace_columns import LOCAL_STEPS as LOCAL_STEPS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-COLUMNS: tuple[tuple[str, np.dtype], ...] = (
-    ("commit", np.dtype(np.int64)),
-    ("time", np.dtype(np.float64)),
-    ("worker", np.dtype(np.int64)),
-    ("pulled_version", np.dtype(np.int64)),
-    ("staleness", np.dtype(np.int64)),
-    ("compute_time", np.dtype(np.float64)),
-    ("queue_time", np.dtype(np.float64)),
-    ("service_time", np.dtype(np.float64)),
-)
-"""Column names and dtypes, in the canonical order used by `CommitTrace.sha256`."""
-
-FLAGS: tuple[str, ...] = ("fresh", "round_end")
-"""Boolean columns, hashed after `COLUMNS` and only where they differ from their defaults."""
-
-COLUMN_NAMES: tuple[str, ...] = (*(name for name, _ in COLUMNS), *FLAGS)
-
-CLIENT = "client"
-"""The optional int64 column of a population's traces, hashed and written after the flags."""
-
-LOCAL_STEPS = "local_steps"
-"""The optional int64 column of a trace whose workers hold windows of their own (>= 1)."""
-
-DROPPED = "dropped"
-"""The optional int64 column of a trace whose network loses pushes (>= 0)."""
-
-BUFFER = "buffer"
-"""The optional int64 column of a FedCompass trace: 0 alone, 1 general buffer, 2 group."""
-BUFFERS = 3  # the values of the buffer column: 0, 1, 2
-
-_COUNTS: tuple[tuple[str, int], ...] = ((LOCAL_STEPS, 1), (DROPPED, 0), (BUFFER, 0))
-"""The optional int64 count columns and their least value, in hashing and writing order."""
-
-_METADATA_KEY = b"gemsim.commit_trace"
-_FORMAT_VERSION = 2
-_CLIENT_FORMAT = 3  # a trace with a client column (older readers must refuse it)
-_LOCAL_STEPS_FORMAT = 4  # with a local_steps or dropped column (older readers refuse it)
-_BUFFER_FORMAT = 5  # with a buffer column (a reader of format 4 would ignore it)
-_READABLE_FORMATS = (1, 2, 3, 4, 5)  # format 1 had no flag columns: they take their defaults
 _HASH_HEADER = b"gemsim.CommitTrace/v1\x00"
 _ENCODED = "_encoded_file"  # where a trace keeps its parquet bytes (`CommitTrace.to_parquet`)
-
-
-def default_fresh(worker: np.ndarray) -> np.ndarray:
-    """The `fresh` column a trace without restarts or late joins has: each worker's first
-    commit."""
-    first = np.zeros(len(worker), dtype=bool)
-    if len(worker):
-        _, index = np.unique(worker, return_index=True)
-        first[index] = True
-    return first
-
-
-def _flag(name: str, value: Any, n: int) -> np.ndarray:
-    array = np.asarray(value)
-    if array.ndim != 1 or len(array) != n or (array.size and array.dtype.kind != "b"):
-        raise ValueError(
-            f"CommitTrace.{name} must be a 1-D bool column of length {n}, "
-            f"got {array.dtype} {array.shape}"
-        )
-    out = np.array(array, dtype=bool, copy=True)
-    out.setflags(write=False)
-    return out
-
-
-def _column(name: str, value: Any, dtype: np.dtype) -> np.ndarray:
-    """A fresh read-only 1-D array of exactly ``dtype``; integer columns stay integral."""
-    array = np.asarray(value)
-    if array.ndim != 1:
-        raise ValueError(f"CommitTrace.{name} must be 1-D, got shape {array.shape}")
-    if dtype.kind == "i" and array.size and array.dtype.kind not in "iu":
-        raise ValueError(f"CommitTrace.{name} must hold integers, got dtype {array.dtype}")
-    if dtype.kind == "f" and array.size and array.dtype.kind not in "iuf":
-        raise ValueError(f"CommitTrace.{name} must hold numbers, got dtype {array.dtype}")
-    out = np.array(array, dtype=dtype, copy=True)
-    out.setflags(write=False)
-    return out
-
-
-def _first_bad(name: str, bad: np.ndarray, values: np.ndarray, rule: str) -> None:
-    if bad.any():
-        row = int(np.argmax(bad))
-        raise ValueError(f"CommitTrace.{name} {rule}; row {row} has {values[row]!r}")
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -187,17 +125,17 @@ class CommitTrace:
 
     def __post_init__(self) -> None:
         for name, dtype in COLUMNS:
-            object.__setattr__(self, name, _column(name, getattr(self, name), dtype))
+            object.__setattr__(self, name, checked_column(name, getattr(self, name), dtype))
         n = len(self.commit)
         fresh = default_fresh(self.worker) if self.fresh is None else self.fresh
         round_end = np.ones(n, dtype=bool) if self.round_end is None else self.round_end
-        object.__setattr__(self, "fresh", _flag("fresh", fresh, n))
-        object.__setattr__(self, "round_end", _flag("round_end", round_end, n))
+        object.__setattr__(self, "fresh", checked_flag("fresh", fresh, n))
+        object.__setattr__(self, "round_end", checked_flag("round_end", round_end, n))
         n_workers = check_int("CommitTrace.n_workers", self.n_workers, 1)
         object.__setattr__(self, "n_workers", n_workers)
-        object.__setattr__(self, "duration", _seconds("duration", self.duration))
+        object.__setattr__(self, "duration", checked_seconds("duration", self.duration))
         if self.busy_time is not None:
-            object.__setattr__(self, "busy_time", _seconds("busy_time", self.busy_time))
+            object.__setattr__(self, "busy_time", checked_seconds("busy_time", self.busy_time))
         if (self.client is None) != (self.n_clients is None):
             raise ValueError(
                 f"CommitTrace.client and n_clients come together (a population's trace), got "
@@ -206,19 +144,19 @@ class CommitTrace:
             )
         if self.client is not None:
             n_clients = check_int("CommitTrace.n_clients", self.n_clients, 1)
-            client = _column(CLIENT, self.client, np.dtype(np.int64))
-            _first_bad(
+            client = checked_column(CLIENT, self.client, np.dtype(np.int64))
+            first_bad(
                 CLIENT, (client < 0) | (client >= n_clients), client, f"must be in [0, {n_clients})"
             )
             object.__setattr__(self, "n_clients", n_clients)
             object.__setattr__(self, "client", client)
-        for name, least in _COUNTS:
+        for name, least in COUNTS:
             if getattr(self, name) is not None:
-                counts = _column(name, getattr(self, name), np.dtype(np.int64))
-                _first_bad(name, counts < least, counts, f"must be >= {least}")
+                counts = checked_column(name, getattr(self, name), np.dtype(np.int64))
+                first_bad(name, counts < least, counts, f"must be >= {least}")
                 object.__setattr__(self, name, counts)
         if self.buffer is not None:
-            _first_bad(BUFFER, self.buffer >= BUFFERS, self.buffer, "must be 0, 1 or 2")
+            first_bad(BUFFER, self.buffer >= BUFFERS, self.buffer, "must be 0, 1 or 2")
         self._validate_rows()
 
     def _validate_rows(self) -> None:
@@ -231,22 +169,22 @@ class CommitTrace:
                 )
         if n == 0:
             return
-        _first_bad("commit", self.commit != np.arange(n), self.commit, "must equal 0..len-1")
-        _first_bad(
+        first_bad("commit", self.commit != np.arange(n), self.commit, "must equal 0..len-1")
+        first_bad(
             "time", ~np.isfinite(self.time) | (self.time < 0), self.time, "must be finite and >= 0"
         )
-        _first_bad("time", np.diff(self.time, prepend=0.0) < 0, self.time, "must not decrease")
+        first_bad("time", np.diff(self.time, prepend=0.0) < 0, self.time, "must not decrease")
         if self.time[-1] > self.duration:
             raise ValueError(
                 f"CommitTrace.duration ({self.duration!r}) must be >= the last commit time "
                 f"({self.time[-1]!r})"
             )
         outside = (self.worker < 0) | (self.worker >= self.n_workers)
-        _first_bad("worker", outside, self.worker, f"must be in [0, {self.n_workers})")
+        first_bad("worker", outside, self.worker, f"must be in [0, {self.n_workers})")
         pv = self.pulled_version
-        _first_bad("pulled_version", pv < 0, pv, "must be >= 0")
-        _first_bad("pulled_version", pv > self.commit, pv, "must be <= commit")
-        _first_bad(
+        first_bad("pulled_version", pv < 0, pv, "must be >= 0")
+        first_bad("pulled_version", pv > self.commit, pv, "must be <= commit")
+        first_bad(
             "staleness",
             self.staleness != self.commit - pv,
             self.staleness,
@@ -254,9 +192,9 @@ class CommitTrace:
         )
         for name in ("compute_time", "queue_time", "service_time"):
             values = getattr(self, name)
-            _first_bad(name, np.isinf(values) | (values < 0), values, "must be >= 0 or NaN")
+            first_bad(name, np.isinf(values) | (values < 0), values, "must be >= 0 or NaN")
         first = default_fresh(self.worker)
-        _first_bad(
+        first_bad(
             "fresh", first & ~self.fresh, self.fresh, "must be True at a worker's first commit"
         )
 
@@ -289,12 +227,12 @@ class CommitTrace:
         Raises:
             ValueError: naming the column, the rule and the first offending row.
         """
-        time = _column("time", time, np.dtype(np.float64))
+        time = checked_column("time", time, np.dtype(np.float64))
         n = len(time)
         if commit is None:
             commit = np.arange(n, dtype=np.int64)
         if staleness is None:
-            pulled = _column("pulled_version", pulled_version, np.dtype(np.int64))
+            pulled = checked_column("pulled_version", pulled_version, np.dtype(np.int64))
             if len(pulled) != n:
                 raise ValueError(
                     f"CommitTrace columns must have equal lengths: time has {n}, "
@@ -357,7 +295,7 @@ class CommitTrace:
         columns = {name: getattr(self, name) for name in COLUMN_NAMES}
         if self.client is not None:
             columns[CLIENT] = self.client
-        for name, _ in _COUNTS:
+        for name, _ in COUNTS:
             if getattr(self, name) is not None:
                 columns[name] = getattr(self, name)
         return columns
@@ -390,7 +328,7 @@ class CommitTrace:
             digest.update(CLIENT.encode("ascii") + b"\x00")
             digest.update(np.array([self.n_clients], dtype="<i8").tobytes())
             digest.update(self.client.astype("<i8", copy=False).tobytes())
-        for name, _ in _COUNTS:
+        for name, _ in COUNTS:
             if getattr(self, name) is not None:
                 digest.update(name.encode("ascii") + b"\x00")
                 digest.update(getattr(self, name).astype("<i8", copy=False).tobytes())
@@ -424,22 +362,7 @@ class CommitTrace:
         return encoded
 
     def _encode(self) -> bytes:
-        import io
-
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        table = pa.table(self.columns())
-        version = _FORMAT_VERSION if self.client is None else _CLIENT_FORMAT
-        if any(getattr(self, name) is not None for name, _ in _COUNTS):
-            version = _LOCAL_STEPS_FORMAT
-        if self.buffer is not None:
-            version = _BUFFER_FORMAT
-        meta = {"format": version, **self._attributes()}
-        table = table.replace_schema_metadata({_METADATA_KEY: json.dumps(meta).encode()})
-        buffer = io.BytesIO()
-        pq.write_table(table, buffer)
-        return buffer.getvalue()
+        return _trace_parquet.encode(self.columns(), self._attributes())
 
     @classmethod
     def from_parquet(
@@ -457,55 +380,5 @@ class CommitTrace:
             ValueError: if the file is not a commit trace or is inconsistent (the message
                 says what is wrong; callers name the file).
         """
-        import pyarrow.parquet as pq
 
-        table = pq.read_table(path)
-        meta = _trace_metadata(table, n_workers)
-        required = [name for name, _ in COLUMNS]
-        missing = [name for name in required if name not in table.column_names]
-        if missing:
-            raise ValueError(f"lacks columns {missing}")
-        present = [
-            name
-            for name in (*COLUMN_NAMES, CLIENT, *(name for name, _ in _COUNTS))
-            if name in table.column_names
-        ]
-        columns = {name: table.column(name).to_numpy(zero_copy_only=False) for name in present}
-        return cls(
-            **columns,
-            n_workers=meta["n_workers"],
-            duration=meta["duration"],
-            busy_time=meta.get("busy_time"),
-            n_clients=meta.get("n_clients"),
-        )
-
-
-def _trace_metadata(table: Any, n_workers: int | None) -> dict[str, Any]:
-    """The trace's attributes: gemsim's metadata, else pandas' (0.1 run folders), else the
-    caller's worker count with the last commit time as duration."""
-    schema_meta = table.schema.metadata or {}
-    raw = schema_meta.get(_METADATA_KEY)
-    if raw is None and b"pandas" in schema_meta:
-        attrs = json.loads(schema_meta[b"pandas"]).get("attributes", {})
-        if "n_workers" in attrs and "duration" in attrs:
-            raw = json.dumps({"format": _FORMAT_VERSION, **attrs})
-    if raw is None:
-        if n_workers is None:
-            raise ValueError(
-                f"not a gemsim commit trace (no {_METADATA_KEY!r} metadata "
-                "and no n_workers/duration attributes)"
-            )
-        times = table.column("time").to_numpy() if "time" in table.column_names else []
-        last = float(max(times)) if len(times) else 0.0
-        return {"n_workers": n_workers, "duration": last, "busy_time": None}
-    meta = json.loads(raw)
-    if meta.get("format") not in _READABLE_FORMATS:
-        raise ValueError(
-            f"unsupported commit trace format {meta.get('format')!r}, expected one of "
-            f"{_READABLE_FORMATS}"
-        )
-    return meta
-
-
-def _seconds(name: str, value: Any) -> float:
-    return check_nonnegative(f"CommitTrace.{name}", value)
+        return cls(**_trace_parquet.read(path, n_workers))

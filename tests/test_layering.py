@@ -10,7 +10,15 @@ import sys
 import pytest
 
 HEAVY = ("jax", "pandas", "matplotlib", "pyarrow")
-BOTTOM = ("gemsim._atomic", "gemsim._checks", "gemsim._lazy", "gemsim.trace", "gemsim.types")
+BOTTOM = (
+    "gemsim._atomic",
+    "gemsim._checks",
+    "gemsim._lazy",
+    "gemsim._trace_columns",
+    "gemsim._trace_parquet",
+    "gemsim.trace",
+    "gemsim.types",
+)
 
 # stage -> (heavy modules it must not load, gemsim packages it may load besides itself)
 CASES = {

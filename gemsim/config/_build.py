@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING
 from gemsim import timing
 
 from ._data_split import client_weights, data_owners
+from ._dataset_blocks import dataset_spec
 from ._errors import ScenarioError
+from ._model_blocks import model_spec
 from ._optimizer import stops_of, window_of
-from ._problem_blocks import dataset_spec, model_context, model_spec
+from ._problem_blocks import model_context
 from ._protocol_blocks import check_protocol, resolve_protocol
 from ._scenario import Scenario
 from ._windows import client_dynamic_window, worker_windows

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 from gemsim import timing
 
-from ._problem_blocks import dataset_spec, model_context
+from ._dataset_blocks import dataset_spec
+from ._problem_blocks import model_context
 from ._scenario import Scenario
 from ._worker_specs import worker_specs
 

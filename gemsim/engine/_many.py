@@ -15,9 +15,9 @@ step for all of them. Each run keeps its own trace, seed, data streams and hyper
 
 Population runs (K slots serving N clients, `ExecutionPlan.population`) execute together as
 persistent ones do, each commit reading its client's data and writing a fresh rule state; a
-batch holds population runs only or persistent runs only (`_stack_inputs`): mixed, the
-persistent runs would need a run-time select in their commit, and their programs, and so
-their bits, would no longer be those of a run alone.
+batch holds population runs only or persistent runs only (`_many_inputs.stack_inputs`):
+mixed, the persistent runs would need a run-time select in their commit, and their programs,
+and so their bits, would no longer be those of a run alone.
 
 A run that diverges does not stop the others; it is executed again alone by the sequential
 executor, so its status, diverging commit and last finite state are exactly those of a run
@@ -45,8 +45,9 @@ from ._executor import (
     select_owners,
 )
 from ._layout import RowLayout, initial_slots, pull_rows
+from ._many_inputs import segments, split_problems, stack, stack_hyper, stack_inputs
 from ._metrics import MetricsRecorder
-from ._plan import ExecutionPlan, split_at
+from ._plan import ExecutionPlan
 from ._sequential import SequentialExecutor
 from ._step import (
     Carry,
@@ -246,13 +247,13 @@ class ManyRunsExecutor:
                 raise ValueError(f"plan has {r.plan.n_workers} workers, executor {self.n_workers}")
             r.plan.check_data_owners(r.problem)
         owners = [check_owners(r.eval_owners) for r in runs]
-        shared, stacked, mask = _split_problems([r.problem for r in runs], self._treedef)
+        shared, stacked, mask = split_problems([r.problem for r in runs], self._treedef)
         problems = (shared, stacked, mask)
-        hyper = _stack_hyper([r.hyper for r in runs])
+        hyper = stack_hyper([r.hyper for r in runs])
         lengths = [len(r.plan) for r in runs]
         total, padded = max(lengths), len(set(lengths)) > 1
-        inputs = _stack_inputs([r.plan for r in runs], total)
-        carry = self._carry(_stack([r.params for r in runs]), hyper)
+        inputs = stack_inputs([r.plan for r in runs], total)
+        carry = self._carry(stack([r.params for r in runs]), hyper)
         recorders = [MetricsRecorder() for _ in runs]
         plans = [r.plan for r in runs]
         evals = np.unique(np.concatenate([p.evals for p in plans]))
@@ -264,7 +265,7 @@ class ManyRunsExecutor:
         per_worker = runs[0].problem.has_worker_data and any(
             o is None or o.size for o in owners
         )  # `_host_actions`: per worker only where a run wants some owners' values
-        for start, stop in _segments(plans, self.chunk, with_evals=not in_loop):
+        for start, stop in segments(plans, self.chunk, with_evals=not in_loop):
             piece = step_piece(inputs, start, stop, self.chunk, self.n_workers)
             n = np.int32(stop - start)
             if in_loop:
@@ -364,114 +365,3 @@ class ManyRunsExecutor:
         return self._singles[key].execute(
             run.plan, problem=run.problem, params=run.params, eval_owners=run.eval_owners
         )
-
-
-SHARED_MIN_BYTES = 1 << 16
-"""A problem leaf is passed once, not stacked per run, when every run holds the very same array
-and it is at least this large (a data set loaded once). Small leaves (keys, a quadratic's
-curvature) are always stacked, so that which runs execute together never changes the program."""
-
-
-def _split_problems(problems: Sequence[Any], treedef) -> tuple[list, list, tuple[bool, ...]]:
-    """The problems' leaves: large ones every problem shares (see `SHARED_MIN_BYTES`) passed
-    once, the others stacked on a new leading run axis (mask: True where stacked)."""
-    leaves = []
-    for p in problems:
-        if jax.tree.structure(p) != treedef:
-            raise ValueError(
-                "runs executed together need problems of one shape (model, data set, batch "
-                "size); these differ"
-            )
-        leaves.append(jax.tree.leaves(p))
-    mask = tuple(
-        _nbytes(leaves[0][j]) < SHARED_MIN_BYTES or any(ls[j] is not leaves[0][j] for ls in leaves)
-        for j in range(len(leaves[0]))
-    )
-    shared = [leaves[0][j] for j, m in enumerate(mask) if not m]
-    stacked = [jnp.stack([ls[j] for ls in leaves]) for j, m in enumerate(mask) if m]
-    return shared, stacked, mask
-
-
-def _nbytes(leaf) -> int:
-    return int(getattr(leaf, "nbytes", 0) or 0)
-
-
-def _stack(trees: Sequence[PyTree]) -> PyTree:
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
-
-
-def _stack_hyper(hypers: Sequence[Mapping[str, float]]) -> dict[str, jax.Array]:
-    names = sorted(hypers[0])
-    if any(sorted(h) != names for h in hypers):
-        raise ValueError("every run executed together must give the same lifted hyperparameters")
-    return {k: jnp.asarray([h[k] for h in hypers], jnp.float32) for k in names}
-
-
-def _stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
-    """Every run's scan inputs, time-major ([total] commit index, [total, R] the rest),
-    padded to `total` steps with inactive steps (they change nothing, see `commit_math`);
-    a client column where the runs are populations' (all of them: see the module docstring)."""
-    populations = {p.population for p in plans}
-    if len(populations) > 1:
-        raise ValueError(
-            "runs executed together must all be populations' (a client column in their "
-            "traces) or all have persistent workers; execute these in separate batches"
-        )
-    if len({p.buffer is None for p in plans}) > 1:
-        raise ValueError(
-            "runs executed together must all be FedCompass's (a buffer column in their "
-            "traces) or none; execute these in separate batches"
-        )
-    if len({p.local_steps is None for p in plans}) > 1:
-        raise ValueError(
-            "runs executed together must all have local steps of their own (a local_steps "
-            "column in their traces) or none; execute these in separate batches"
-        )
-
-    def column(values: np.ndarray, fill, dtype) -> np.ndarray:
-        out = np.full(total, fill, dtype)
-        out[: values.size] = values
-        return out
-
-    def stacked(field: str, fill, dtype) -> np.ndarray:
-        return np.stack([column(getattr(p, field), fill, dtype) for p in plans], axis=1)
-
-    return StepInput(
-        commit=np.arange(total, dtype=np.int32),
-        worker=stacked("worker", 0, np.int32),
-        staleness=stacked("staleness", 0, np.int32),
-        first_step=stacked("first_step", 0, np.int32),
-        active=np.stack([np.arange(total) < len(p) for p in plans], axis=1),
-        round_end=stacked("round_end", True, bool),
-        client=stacked("client", 0, np.int32) if populations == {True} else None,
-        pre_pull=_stacked_pre_pulls(plans, total),
-        # Padding takes one step: a count of 0 would divide the loss by zero.
-        local_steps=None if plans[0].local_steps is None else stacked("local_steps", 1, np.int32),
-        # Padding is inactive: its buffer (0, alone) changes nothing.
-        buffer=None if plans[0].buffer is None else stacked("buffer", 0, np.int32),
-    )
-
-
-def _stacked_pre_pulls(plans: Sequence[ExecutionPlan], total: int) -> np.ndarray | None:
-    """The runs' pulls before apply, time-major ([total, R], False where a run has none or
-    is padded), or None where no run has one (their programs are then unchanged)."""
-    if all(p.fill_pre is None for p in plans):
-        return None
-    out = np.zeros((total, len(plans)), bool)
-    for i, p in enumerate(plans):
-        if p.fill_pre is not None:
-            out[: len(p), i] = p.fill_pre
-    return out
-
-
-def _segments(
-    plans: Sequence[ExecutionPlan], max_len: int, *, with_evals: bool = True
-) -> list[tuple[int, int]]:
-    """[start, stop) ranges that run in one compiled loop, split wherever any run's host acts
-    (its evaluations too, unless they are made inside the loop)."""
-    cuts = set()
-    for plan in plans:
-        cuts |= {*plan.host_fills, len(plan) - 1}
-        if with_evals:
-            cuts |= set(plan.evals.tolist())
-    return split_at(cuts, max_len)

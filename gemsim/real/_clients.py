@@ -40,6 +40,7 @@ class ClientPool:
 
     def __init__(self, population: timing.Population, seed: int, n_slots: int) -> None:
         n = population.n_clients
+        self.population, self.seed = population, seed
         self.calendar = timing.Calendar(population, seed)
         self.busy = bytearray(n)  # 1 while the client is in a slot's task (read by the selector)
         self.selector = timing.Selector(population, self.calendar, self.busy, seed)
@@ -133,13 +134,14 @@ class ClientPool:
             out.append((slot, self._assign(slot, pick)))
         return out
 
-    def report(self) -> timing.ClientReport:
-        """Per-client speed and tasks started, completed and lost, and the tasks (as the
-        timing model's)."""
+    def report(self, duration: float) -> timing.ClientReport:
+        """Per-client speed and tasks started, completed and lost, each client's time up
+        within the run's ``duration``, and the tasks (as the timing model's)."""
         return timing.ClientReport(
             speed=self.speeds,
             started=self.started,
             completed=self.completed,
             lost=self.lost,
+            up_seconds=timing.client_up_seconds(self.population, self.seed, duration),
             tasks=self.tasks.columns(),
         )

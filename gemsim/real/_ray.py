@@ -169,7 +169,7 @@ class _Server:
     def finish(self, events: list[WorkerEvent]):
         self.book.events.extend(events)
         duration = self.clock()
-        clients = None if self.pool is None else self.pool.report()
+        clients = None if self.pool is None else self.pool.report(duration)
         return self.book.result(), self.book.trace(duration), tuple(self.book.events), clients
 
 

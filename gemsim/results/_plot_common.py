@@ -13,7 +13,7 @@ from matplotlib import cbook, colormaps, ticker
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from gemsim.results._frames import format_value, sweep_columns_of
+from gemsim.results._run_columns import format_value, sweep_columns_of
 from gemsim.results._run_folder import PARAMS_FILE, read_params
 from gemsim.types import Status
 

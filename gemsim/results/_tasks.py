@@ -14,7 +14,8 @@ from collections.abc import Iterable
 import pandas as pd
 
 from gemsim.results._files import CLIENT_TASKS_FILE
-from gemsim.results._frames import _DEFAULT_STATUSES, _joined, _per_worker
+from gemsim.results._run_columns import _DEFAULT_STATUSES
+from gemsim.results._worker_frames import _joined, _per_worker
 from gemsim.types import Status
 
 TASK_COLUMNS = ("task", "client", "slot", "start", "end", "outcome", "commit", "staleness")

@@ -6,20 +6,17 @@ Never imports JAX: a trace is produced from timing alone.
 from gemsim.trace import COLUMN_NAMES as COLUMN_NAMES
 from gemsim.trace import CommitTrace as CommitTrace
 
+from ._budget import Budget as Budget
+from ._budget import CommitBudget as CommitBudget
+from ._budget import SecondsBudget as SecondsBudget
+from ._budget import StepsBudget as StepsBudget
 from ._calendar import Calendar as Calendar
 from ._calendar import client_down_intervals as client_down_intervals
 from ._calendar import client_speeds as client_speeds
 from ._calendar import client_up_seconds as client_up_seconds
 from ._churn import Churn as Churn
 from ._churn import Slowdowns as Slowdowns
-from ._cluster import Budget as Budget
 from ._cluster import ClusterSpec as ClusterSpec
-from ._cluster import CommitBudget as CommitBudget
-from ._cluster import Discipline as Discipline
-from ._cluster import Failure as Failure
-from ._cluster import SecondsBudget as SecondsBudget
-from ._cluster import StepsBudget as StepsBudget
-from ._cluster import WorkerSpec as WorkerSpec
 from ._distributions import DISTRIBUTION_TYPES as DISTRIBUTION_TYPES
 from ._distributions import Constant as Constant
 from ._distributions import Distribution as Distribution
@@ -71,6 +68,7 @@ from ._selection import Selector as Selector
 from ._server_options import STOP_TYPES as STOP_TYPES
 from ._server_options import BatchRestarts as BatchRestarts
 from ._server_options import DelayStops as DelayStops
+from ._server_options import Discipline as Discipline
 from ._server_options import PullAt as PullAt
 from ._server_options import Stops as Stops
 from ._server_options import Ties as Ties
@@ -94,3 +92,5 @@ from ._stats import staleness_summary as staleness_summary
 from ._stats import staleness_tv as staleness_tv
 from ._stats import total_variation as total_variation
 from ._work import check_work as check_work
+from ._worker_spec import Failure as Failure
+from ._worker_spec import WorkerSpec as WorkerSpec

@@ -28,8 +28,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._cluster import TINY_SECONDS, ClusterSpec
+from ._cluster import ClusterSpec
 from ._distributions import MAX_DRAW_SECONDS, TAIL_PROBABILITY, Distribution, is_zero
+from ._worker_spec import TINY_SECONDS
 
 Draw = Callable[[], float]
 """A zero-argument callable returning the next value of a stream."""

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from ._cluster import ClusterSpec, WorkerSpec
+from ._cluster import ClusterSpec
 from ._draws import (
     CHURN_DOWN,
     CHURN_UP,
@@ -28,6 +28,7 @@ from ._draws import (
     draw_sum,
     worker_draws,
 )
+from ._worker_spec import WorkerSpec
 
 
 class Down(NamedTuple):

@@ -75,6 +75,9 @@ class ClientReport(NamedTuple):
         started: int64, tasks the client was chosen for (within the budget's span).
         completed: int64, its tasks committed (its rows in the trace's ``client`` column).
         lost: int64, its tasks lost because it went down before they were in service.
+        up_seconds: float64, its time up within the run's span (`client_up_seconds`), the
+            exposure its selections are judged against; computed once, by the run that
+            made the trace (the timing model, or a real run's server).
         tasks: the tasks themselves (`ClientTasks`), whose per-client sums the counts are;
             None where only the counts are known.
 
@@ -85,6 +88,7 @@ class ClientReport(NamedTuple):
     started: np.ndarray
     completed: np.ndarray
     lost: np.ndarray
+    up_seconds: np.ndarray
     tasks: ClientTasks | None = None
 
 

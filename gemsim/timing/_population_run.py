@@ -37,7 +37,7 @@ from heapq import heappush
 import numpy as np
 from simpy.events import NORMAL
 
-from ._calendar import Calendar, client_speeds
+from ._calendar import Calendar, client_speeds, client_up_seconds
 from ._draws import check_compute, draw_sum
 from ._local_steps import speed_windows
 from ._outcome import TASK_COMMITTED, TASK_IN_FLIGHT, TASK_LOST, ClientReport, ClientTasks
@@ -53,7 +53,8 @@ class PopulationRun:
     rounds = False
 
     def __init__(self, state: SimState, population: Population, seed: int, schedule: int) -> None:
-        self.state = state
+        self.state, self.population, self.schedule = state, population, schedule
+        self.end = 0.0  # the run's end, once it is over (`finish`)
         n, k = population.n_clients, state.spec.n_workers
         self.speeds = client_speeds(population, seed)
         self.speed = None
@@ -255,15 +256,18 @@ class PopulationRun:
 
     def finish(self, end: float) -> None:
         """The run is over at ``end``: the waits still open count up to it."""
+        self.end = end
         state = self.state
         for w in self.waiting:
             if state.phase[w] == WAITING:
                 state.end_wait(w, until=end)
 
     def report(self) -> ClientReport:
-        """Per-client speed and tasks started, completed and lost: the per-client sums of
-        the run's tasks, which come with them."""
-        return client_report(self.speeds, self.tasks.columns())
+        """Per-client speed and tasks started, completed and lost (the per-client sums of
+        the run's tasks, which come with them), and each client's time up until the run's
+        end (`finish`) on the calendar it ran on."""
+        up = client_up_seconds(self.population, self.schedule, self.end)
+        return client_report(self.speeds, self.tasks.columns(), up)
 
 
 class TaskLog:

@@ -34,10 +34,10 @@ from ._outcome import TASK_COMMITTED, TASK_LOST, ClientReport, ClientTasks
 from ._population import Population, Selection
 
 
-def client_report(speeds: np.ndarray, tasks: ClientTasks) -> ClientReport:
+def client_report(speeds: np.ndarray, tasks: ClientTasks, up_seconds: np.ndarray) -> ClientReport:
     """The per-client report of a population's tasks: each client's speed factor (one per
-    client, `client_speeds`) and its tasks started, completed and lost, the per-client sums
-    of ``tasks`` (which come with them)."""
+    client, `client_speeds`), its tasks started, completed and lost, the per-client sums
+    of ``tasks`` (which come with them), and its time up (`client_up_seconds`)."""
     n = len(speeds)
 
     def per_client(mask: np.ndarray | None = None) -> np.ndarray:
@@ -49,6 +49,7 @@ def client_report(speeds: np.ndarray, tasks: ClientTasks) -> ClientReport:
         started=per_client(),
         completed=per_client(tasks.outcome == TASK_COMMITTED),
         lost=per_client(tasks.outcome == TASK_LOST),
+        up_seconds=up_seconds,
         tasks=tasks,
     )
 

@@ -1,5 +1,6 @@
-"""Options of the parameter server beside its protocol: which version a committing worker is
-sent, the order of simultaneous arrivals, and stops of computations in flight.
+"""Options of the parameter server beside its protocol: the order it serves waiting commits
+in, which version a committing worker is sent, the order of simultaneous arrivals, and stops
+of computations in flight.
 
 Published asynchronous methods and their authors' code differ in details that change which
 gradients are applied and in what order; each option names one of those details, and its
@@ -45,6 +46,17 @@ from typing import ClassVar, TypeAlias
 from gemsim._checks import check_int
 
 from ._server_protocols import Async
+
+
+class Discipline(StrEnum):
+    """Order in which the parameter server takes waiting commits.
+
+    FIFO is the default: the GEM authors found that unfair service starves workers.
+    RANDOM picks uniformly among the waiting commits with the server's own stream.
+    """
+
+    FIFO = "fifo"
+    RANDOM = "random"
 
 
 class PullAt(StrEnum):

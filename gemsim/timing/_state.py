@@ -31,7 +31,8 @@ from simpy.events import NORMAL, Event
 
 from gemsim.trace import CommitTrace
 
-from ._cluster import ClusterSpec, CommitBudget, Discipline, SecondsBudget, StepsBudget
+from ._budget import CommitBudget, SecondsBudget, StepsBudget
+from ._cluster import ClusterSpec
 from ._draws import (
     Draw,
     WorkerDraws,
@@ -42,7 +43,7 @@ from ._draws import (
     worker_draws,
 )
 from ._lives import SlowdownClock
-from ._server_options import Ties
+from ._server_options import Discipline, Ties
 from ._server_protocols import KSync
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 `expected_work` estimates the churn and slowdown events, the virtual time and the commits a
 `ClusterSpec` needs from its laws' typical values; `check_work` refuses a spec whose
 simulation would be endless or far too long. The limits are the specs' own modules' facts
-(`_cluster.MAX_COMMITS`, `_churn.MAX_EVENTS`) and are read from them at each check.
+(`_cluster_checks.MAX_COMMITS`, `_churn.MAX_EVENTS`) and are read from them at each check.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _churn, _cluster
-from ._cluster import ClusterSpec, CommitBudget, SecondsBudget, WorkerSpec
+from . import _churn, _cluster_checks
+from ._budget import CommitBudget, SecondsBudget
+from ._cluster import ClusterSpec
 from ._distributions import MAX_DRAW_SECONDS, Constant, Distribution, Empirical
+from ._worker_spec import WorkerSpec
 
 QUANTILE_LEVELS = tuple((j + 0.5) / 32 for j in range(32))
 """Where a law is sampled (deterministically: no random draw) to average over it."""
@@ -268,11 +270,11 @@ def check_work(spec: ClusterSpec) -> None:
             f"{what} never comes back up; allowed: up periods longer than that (lengthen "
             f"churn.uptime or shorten churn.downtime)"
         )
-    if not work.commits <= _cluster.MAX_COMMITS:
+    if not work.commits <= _cluster_checks.MAX_COMMITS:
         raise ValueError(
             f"the budget {spec.budget!r} means about {work.commits:.3g} commits at the "
             f"typical compute, network and service times; allowed: at most "
-            f"{_cluster.MAX_COMMITS:.0e} (a trace must fit in memory): shorten the budget"
+            f"{_cluster_checks.MAX_COMMITS:.0e} (a trace must fit in memory): shorten the budget"
         )
     if not work.events <= _churn.MAX_EVENTS:
         raise ValueError(

@@ -10,7 +10,7 @@ from pathlib import Path
 def stalled_store(task, progress) -> str:
     """Store a trace whose write stops after its temporary file is on disk; `reached` is
     created then, and the process waits there to be stopped."""
-    from gemsim.app import _trace_store
+    from gemsim.app.sweep import _trace_store
 
     store, inputs, reached = task
 

@@ -282,7 +282,7 @@ def test_a_batch_larger_than_the_data_is_refused_before_any_run(tmp_path):
 
 def test_a_run_started_from_python_records_the_call(tmp_path):
     import gemsim
-    from gemsim.app._provenance import render_call
+    from gemsim.app.record._provenance import render_call
 
     scenario = gemsim.load_scenario(_write(tmp_path, QUAD))
     folder = gemsim.run(scenario).write(tmp_path / "out")
@@ -294,7 +294,7 @@ def test_a_run_started_from_python_records_the_call(tmp_path):
 def test_a_marked_call_made_by_the_command_records_the_command_line():
     import typer
 
-    from gemsim.app._provenance import api_call, command_line
+    from gemsim.app.record._provenance import api_call, command_line
 
     @api_call("gemsim.example")
     def example(path, jobs=1):
@@ -327,3 +327,17 @@ def test_the_readme_lists_exactly_the_exit_codes_of_the_command():
     assert listed == {int(code) for code in ExitCode}
     assert all(str(int(code)) in EXIT_CODES_HELP for code in ExitCode)
     assert runner.invoke(app, ["--help"]).stdout.count("Exit codes") == 1
+
+
+def test_provenance_names_the_commit_of_the_checkout_gemsim_runs_from():
+    """Run from its checkout, a run's provenance holds the checkout's commit (outside one,
+    None: an installed gemsim)."""
+    from gemsim.app.record._provenance import git_state
+
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout, or no git here")
+    assert git_state()["commit"] == head

@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 import gemsim
 from gemsim import config, results, timing
 from gemsim.app import trace_scenario
-from gemsim.app._stored_tasks import read_tasks, write_tasks
-from gemsim.app._trace_store import READ, SIMULATED, STORE_FOLDER, TimingInputs, TraceStore
+from gemsim.app.sweep._stored_clients import read_client_report, write_client_report
+from gemsim.app.sweep._trace_store import READ, SIMULATED, STORE_FOLDER, TimingInputs, TraceStore
 from gemsim.cli import app
 
 K, N = 4, 30
@@ -101,7 +101,7 @@ def test_a_population_runs_folder_holds_its_tasks_row_for_row_with_its_trace(swe
 
 def test_the_store_keeps_the_tasks_so_that_a_stored_trace_still_yields_them(sweep, tmp_path):
     store = sweep / "out" / STORE_FOLDER
-    assert len(list(store.glob("*.tasks.parquet"))) == 1
+    assert len(list(store.glob("*.clients.npz"))) == 1
     first = {f.name: (f / results.CLIENT_TASKS_FILE).read_bytes() for f in _folders(sweep / "out")}
     # The same runs again into the same folder: the trace and its tasks read from the store.
     doc = population_doc(sweep={"optimizer.lr": [0.02, 0.05]}, engine={"many_runs": "off"})
@@ -117,18 +117,18 @@ def _inputs(**top) -> TimingInputs:
     return TimingInputs.of(config.parse_scenario(population_doc(**top), "t"))
 
 
-def test_stored_tasks_are_checked_and_simulated_again_when_missing_or_bad(tmp_path):
+def test_stored_client_reports_are_checked_and_simulated_again_when_missing_or_bad(tmp_path):
     inputs = _inputs()
     store = TraceStore(tmp_path / STORE_FOLDER)
     made, note = store.timed_of(inputs)
     assert note["trace"] == SIMULATED and made.tasks is not None
-    (tasks_file,) = store.task_files(inputs.key)
+    (tasks_file,) = store.client_files(inputs.key)
 
     def same(a, b):
         assert a.trace.sha256() == b.trace.sha256()
         for x, y in zip(a.tasks, b.tasks, strict=True):
             np.testing.assert_array_equal(x, y)
-        for name in ("speed", "started", "completed", "lost"):
+        for name in ("speed", "started", "completed", "lost", "up_seconds"):
             np.testing.assert_array_equal(getattr(a.clients, name), getattr(b.clients, name))
 
     read, note = store.timed_of(inputs)
@@ -139,7 +139,7 @@ def test_stored_tasks_are_checked_and_simulated_again_when_missing_or_bad(tmp_pa
     again, note = store.timed_of(inputs)
     assert note["trace"] == SIMULATED and "corrupt_copy" not in note
     same(again, made)
-    assert store.task_files(inputs.key) == [tasks_file]
+    assert store.client_files(inputs.key) == [tasks_file]
     # A flipped byte: deleted, simulated again.
     data = bytearray(tasks_file.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -150,17 +150,20 @@ def test_stored_tasks_are_checked_and_simulated_again_when_missing_or_bad(tmp_pa
     # A timing process ahead stores both; a store that has both is left alone.
     assert store.ensure(inputs) == READ
     tasks_file.unlink()
-    assert store.ensure(inputs) == SIMULATED and store.task_files(inputs.key) == [tasks_file]
+    assert store.ensure(inputs) == SIMULATED and store.client_files(inputs.key) == [tasks_file]
 
 
 def test_tasks_of_another_trace_are_refused(tmp_path):
     ours = _inputs().simulate_timed()
     other = _inputs(seed=6).simulate_timed()
-    path = tmp_path / "tasks.parquet"
-    write_tasks(ours.tasks, path)
-    assert read_tasks(path.read_bytes(), ours.trace).commit.tolist() == ours.tasks.commit.tolist()
+    path = tmp_path / "clients.npz"
+    write_client_report(ours.clients, path)
+    read = read_client_report(path.read_bytes(), ours.trace)
+    assert read.tasks.commit.tolist() == ours.tasks.commit.tolist()
+    for name in ("speed", "started", "completed", "lost", "up_seconds"):
+        np.testing.assert_array_equal(getattr(read, name), getattr(ours.clients, name))
     with pytest.raises(ValueError, match="not those of the trace"):
-        read_tasks(path.read_bytes(), other.trace)
+        read_client_report(path.read_bytes(), other.trace)
 
 
 def test_a_persistent_workers_trace_is_stored_alone(tmp_path):
@@ -170,7 +173,7 @@ def test_a_persistent_workers_trace_is_stored_alone(tmp_path):
     inputs = TimingInputs.of(config.parse_scenario(doc, "p"))
     store = TraceStore(tmp_path / STORE_FOLDER)
     timed, _ = store.timed_of(inputs)
-    assert timed.clients is None and store.task_files(inputs.key) == []
+    assert timed.clients is None and store.client_files(inputs.key) == []
     assert store.timed_of(inputs)[1]["trace"] == READ
 
 
@@ -201,3 +204,54 @@ def test_a_replay_has_no_tasks(sweep):
     doc = population_doc(engine={"many_runs": "off"})
     replay = gemsim.run(config.parse_scenario(doc, "r"), trace=trace)
     assert replay.tasks is None and "started" not in replay.worker_summary.columns
+
+
+def test_a_population_runs_per_client_report_comes_from_its_one_timing_run(tmp_path, monkeypatch):
+    """The worker summary's per-client columns (speed, started, lost, time up) and `gemsim
+    trace`'s report are the timing model's one run's: nothing after it draws the speeds or
+    the churn again, and a trace read from the store brings them with it."""
+    from gemsim.timing import _population_run
+
+    calls = {"simulate_run": 0, "client_up_seconds": 0, "client_speeds": 0}
+
+    def counted(owner, name):
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, wrapper)
+
+    counted(timing, "simulate_run")
+    for name in ("client_up_seconds", "client_speeds"):
+        counted(timing, name)
+        counted(_population_run, name)
+    doc = population_doc(engine={"many_runs": "off"})
+    path = write_doc(tmp_path, doc)
+    gemsim.run_file(path, out=tmp_path / "out", quiet=True)
+    assert calls == {"simulate_run": 1, "client_up_seconds": 1, "client_speeds": 1}
+    (folder,) = _folders(tmp_path / "out")
+    run = results.read_run(folder)
+    # The reference: each client's time up recomputed from the scenario's population alone.
+    scenario = config.parse_scenario(doc, "t")
+    population = config.build_cluster(scenario).population
+    monkeypatch.undo()
+    up = timing.client_up_seconds(population, scenario.seed, run.trace.duration)
+    np.testing.assert_array_equal(run.worker_summary.up_seconds, up)
+    assert (up < run.trace.duration).any()  # churn: some clients were down a while
+    np.testing.assert_array_equal(
+        run.worker_summary.speed, timing.client_speeds(population, scenario.seed)
+    )
+    # Again into the same folder with another learning rate: the trace and its per-client
+    # report come from the store, and nothing of the timing model runs.
+    counted(timing, "simulate_run")
+    for name in ("client_up_seconds", "client_speeds"):
+        counted(timing, name)
+        counted(_population_run, name)
+    calls.update(dict.fromkeys(calls, 0))
+    again = write_doc(tmp_path, population_doc(engine={"many_runs": "off"}, name="again"))
+    gemsim.run_file(again, out=tmp_path / "out", quiet=True, overrides=["optimizer.lr=0.02"])
+    assert calls == {"simulate_run": 0, "client_up_seconds": 0, "client_speeds": 0}
+    other = next(f for f in _folders(tmp_path / "out") if f != folder)
+    np.testing.assert_array_equal(results.read_run(other).worker_summary.up_seconds, up)

@@ -13,8 +13,8 @@ import sys
 import pytest
 from scenario_docs import quadratic_doc, write_doc
 
-from gemsim.app import _compile_cache
-from gemsim.app._compile_cache import (
+from gemsim.app.execute import _compile_cache
+from gemsim.app.execute._compile_cache import (
     CACHE_ENV,
     JAX_DIR,
     JAX_MAX_SIZE,
@@ -84,7 +84,7 @@ def test_the_same_bits_with_the_cache_cold_and_warm(tmp_path):
 
 def test_setting_the_cache_up_imports_no_jax(tmp_path):
     code = (
-        "import sys; from gemsim.app._compile_cache import setup_compilation_cache; "
+        "import sys; from gemsim.app.execute._compile_cache import setup_compilation_cache; "
         "print(setup_compilation_cache().dir, 'jax' in sys.modules)"
     )
     env = {**os.environ, CACHE_ENV: str(tmp_path)}

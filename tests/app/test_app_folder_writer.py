@@ -1,4 +1,4 @@
-"""Run folders written in the background (`gemsim.app._folder_writer`): in order, every one
+"""Run folders written in the background (`gemsim.app.sweep._folder_writer`): in order, every one
 on disk before the sweep returns, and a failed write raised with the others left valid."""
 
 import threading
@@ -8,9 +8,9 @@ import pytest
 import yaml
 from scenario_docs import quadratic_doc
 
-from gemsim.app import _folder_writer
-from gemsim.app._folder_writer import FolderWriter
-from gemsim.app._run_sweep import run_file
+from gemsim.app.sweep import _folder_writer
+from gemsim.app.sweep._folder_writer import FolderWriter
+from gemsim.app.verbs._run_sweep import run_file
 from gemsim.results import RunResult, read_run
 
 

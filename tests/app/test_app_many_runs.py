@@ -11,7 +11,8 @@ import yaml
 
 import gemsim
 from gemsim import config
-from gemsim.app import _many_runs, _many_runs_plan
+from gemsim.app.execute import _many_runs
+from gemsim.app.sweep import _many_runs_plan
 from gemsim.results import read_manifest
 
 SWEEP = {

@@ -9,7 +9,7 @@ import jax
 import pytest
 
 from gemsim import config
-from gemsim.app import _many_runs_plan as plan
+from gemsim.app.sweep import _many_runs_plan as plan
 
 pytestmark = pytest.mark.skipif(jax.default_backend() != "cpu", reason="the CPU's rule")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gemsim.app import _run, _stages, _timing_only
+from gemsim.app.execute import _stages
+from gemsim.app.verbs import _run, _trace
 from gemsim.config import ScenarioError, expand, parse_scenario
 
 BASE = {
@@ -28,9 +29,7 @@ def counted(monkeypatch):
 
         return wrapper
 
-    monkeypatch.setattr(
-        _timing_only, "checked_cluster", count("cluster", _timing_only.checked_cluster)
-    )
+    monkeypatch.setattr(_trace, "checked_cluster", count("cluster", _trace.checked_cluster))
     monkeypatch.setattr(_run, "check_problem", count("problem", _stages.check_problem))
     return calls
 

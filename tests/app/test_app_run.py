@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import gemsim
 from gemsim.app import exit_code, interruptible
 from gemsim.app._signals import Terminated
-from gemsim.app._stages import EXECUTORS
+from gemsim.app.execute._stages import EXECUTORS
 from gemsim.cli import app
 from gemsim.results import load_results, load_summary, read_run
 

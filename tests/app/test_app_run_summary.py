@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from gemsim import config, problems, results, timing
 from gemsim.app import run
-from gemsim.app._speed_deciles import decile_rows
+from gemsim.app.report._speed_deciles import decile_rows
 from gemsim.cli import app
 
 TARGETS = [0.5, 0.7, 0.95]

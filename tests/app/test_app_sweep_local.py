@@ -18,8 +18,8 @@ import yaml
 from scenario_docs import quadratic_doc
 
 import gemsim
-from gemsim.app._sweep_local import LocalPool, Lost, _pick, _Slot
-from gemsim.app._trace_store import STORE_FOLDER
+from gemsim.app.sweep._local_jobs import LocalPool, Lost, _pick, _Slot
+from gemsim.app.sweep._trace_store import STORE_FOLDER
 from gemsim.results import RUN_FILES, load_results, read_manifest
 
 LAUNCHER = Path(__file__).parents[1] / "real" / "launch_cli.py"

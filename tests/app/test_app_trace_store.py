@@ -1,4 +1,4 @@
-"""The trace store (gemsim/app/_trace_store.py): one trace per distinct timing, in a sweep, across
+"""The trace store (app/sweep/_trace_store.py): one trace per distinct timing, in a sweep, across
 job processes and across invocations, without changing a bit of any run (hashes with and
 without the store, cold and warm); a corrupt stored trace is simulated again, a full disk
 leaves the run right and the store consistent; the key is canonical and changes with every
@@ -26,10 +26,11 @@ from scenario_docs import quadratic_doc, write_doc
 
 import gemsim
 from gemsim import config, timing
-from gemsim.app import _run_sweep, _trace_store
-from gemsim.app._timing_key import canonical, timing_key
-from gemsim.app._trace_ahead import TraceAhead
-from gemsim.app._trace_store import STORE_FOLDER, TimingInputs, TraceStore
+from gemsim.app.sweep import _trace_store
+from gemsim.app.sweep._timing_key import canonical, timing_key
+from gemsim.app.sweep._trace_ahead import TraceAhead
+from gemsim.app.sweep._trace_store import STORE_FOLDER, TimingInputs, TraceStore
+from gemsim.app.verbs import _run_sweep
 from gemsim.results import read_manifest
 
 # 2 learning rates x 2 seeds: 4 runs, 2 distinct timings (the learning rate is no timing input).
@@ -156,7 +157,7 @@ def test_a_full_disk_while_storing_leaves_the_run_right_and_the_store_consistent
     monkeypatch.setattr(_trace_store, "_write_trace", full_disk)
     path, out = write_doc(tmp_path, SWEEP), tmp_path / "out"
     # One process (no timing process ahead: the patch would not reach it).
-    monkeypatch.setattr("gemsim.app._run_sweep.timing_processes", lambda *a: 0)
+    monkeypatch.setattr("gemsim.app.verbs._run_sweep.timing_processes", lambda *a: 0)
     gemsim.run_file(path, out=out, quiet=True, overrides={"seeds": [1]})
     done = _manifests(out)
     _same_runs(done, {k: alone[k] for k in done})
@@ -217,7 +218,7 @@ def test_the_canonical_form_is_pinned_and_the_same_in_every_process():
         canonical(object())
     spec = config.build_cluster(config.parse_scenario(quadratic_doc(), "k"))
     code = (
-        "from gemsim import config; from gemsim.app._timing_key import timing_key; "
+        "from gemsim import config; from gemsim.app.sweep._timing_key import timing_key; "
         "from scenario_docs import quadratic_doc; "
         "print(timing_key(config.build_cluster(config.parse_scenario(quadratic_doc(), 'k')), 11))"
     )
@@ -255,8 +256,8 @@ def test_a_timing_process_stopped_while_it_stores_a_trace_leaves_no_file(tmp_pat
 
     from store_faults import stalled_store
 
-    from gemsim.app._sweep_local import job_main
-    from gemsim.app._trace_ahead import timing_setup
+    from gemsim.app.sweep._local_jobs import job_main
+    from gemsim.app.sweep._trace_ahead import timing_setup
 
     store = TraceStore(tmp_path / STORE_FOLDER)
     inputs = TimingInputs(config.build_cluster(config.parse_scenario(quadratic_doc(), "a")), 1)
@@ -358,3 +359,20 @@ def test_ctrl_c_stops_the_timing_processes_and_leaves_the_store_whole(tmp_path):
             with contextlib.suppress(psutil.Error):
                 p.kill()
         proc.wait()
+
+
+def test_the_key_hashes_every_file_of_the_timing_models_source():
+    """A checkout whose timing code changed reuses no stored trace: the key's source digest
+    covers `gemsim/timing/*.py`, `gemsim/trace.py` and the trace's own modules, found here
+    from the package's location (not from the key's module's)."""
+    from gemsim.app.sweep._timing_key import timing_source_sha256
+
+    package = Path(gemsim.__file__).resolve().parent
+    files = sorted((package / "timing").glob("*.py")) + [package / "trace.py"]
+    files += sorted(package.glob("_trace_*.py"))
+    assert len(files) > 20 and all(f.is_file() for f in files)
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(package).as_posix().encode() + b"\x00")
+        digest.update(path.read_bytes() + b"\x00")
+    assert timing_source_sha256() == digest.hexdigest()

@@ -17,7 +17,7 @@ from user_modules import LINEAR, regression_arrays, write_module  # noqa: E402
 
 import gemsim  # noqa: E402
 from gemsim.app import run  # noqa: E402
-from gemsim.real._process import _worker_context  # noqa: E402
+from gemsim.real._worker_processes import _worker_context  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -126,7 +126,7 @@ def lives(draw):
 def test_trace_of_mutated_worker_lives_exits_0_or_2(doc, tmp_path, monkeypatch):
     # Lower the work limits (commits, churn and slowdown events) to 10^5, so that an example
     # that is accepted simulates for a second at most; what is tested is how it ends.
-    monkeypatch.setattr("gemsim.timing._cluster.MAX_COMMITS", 10**5)
+    monkeypatch.setattr("gemsim.timing._cluster_checks.MAX_COMMITS", 10**5)
     monkeypatch.setattr("gemsim.timing._churn.MAX_EVENTS", 10**5)
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(doc))

@@ -10,7 +10,7 @@ import pytest
 from engine_helpers import assert_same, leaves
 
 from gemsim import config, engine, rules, timing
-from gemsim.app._stages import build_problem
+from gemsim.app.execute._stages import build_problem
 
 pytestmark = pytest.mark.bitexact
 
@@ -203,9 +203,9 @@ def test_a_batch_uses_one_copy_of_the_data_set(logistic_runs):
     _, runs, _, _ = logistic_runs
     import jax
 
-    from gemsim.engine._many import _split_problems
+    from gemsim.engine._many_inputs import split_problems
 
-    shared, stacked, mask = _split_problems(
+    shared, stacked, mask = split_problems(
         [r.problem for r in runs], jax.tree.structure(runs[0].problem)
     )
     x_train = runs[0].problem.data["x_train"]

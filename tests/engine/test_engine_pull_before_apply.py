@@ -12,7 +12,7 @@ import pytest
 from engine_helpers import assert_same, cluster, quadratic
 
 from gemsim import config, engine, rules, timing
-from gemsim.app._stages import build_problem
+from gemsim.app.execute._stages import build_problem
 
 
 def churn_trace(before: bool):

@@ -17,8 +17,8 @@ import psutil
 
 from gemsim.app import real_job, run
 from gemsim.config import Scenario
-from gemsim.real._process import _worker_context
 from gemsim.real._worker import use_worker_environment
+from gemsim.real._worker_processes import _worker_context
 
 REPLAY_TOLERANCE = 1e-5
 

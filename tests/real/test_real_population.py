@@ -217,7 +217,8 @@ def test_the_pool_keeps_each_task_its_start_end_and_outcome():
     pool.drop(1, 3.5)  # nothing in flight there: nothing changes
     d = pool.take(1, 3.6)
     pool.drop(1, 3.7)  # its process died: lost at that moment
-    report = pool.report()
+    report = pool.report(5.0)  # the run's span: client 0 was down from 3.0 to 4.0
+    np.testing.assert_array_equal(report.up_seconds, [4.0, 5.0, 5.0])
     tasks = report.tasks
     assert tasks.client.tolist()[:3] == [a, b, c] and tasks.slot.tolist() == [0, 1, 1, 0, 1]
     assert tasks.start.tolist() == [0.0, 0.5, 1.0, 3.2, 3.6]
@@ -238,7 +239,7 @@ def test_a_population_run_with_per_client_state_replays_bit_exactly():
     server state, N rows), read and written at each commit's client; the engine's replay of
     the recorded trace gives the same parameters, caches and cached mean."""
     from gemsim import config, real
-    from gemsim.app._stages import build_problem, real_job
+    from gemsim.app import build_problem, real_job
 
     scenario = population_scenario(
         commits=40,
@@ -274,7 +275,7 @@ def test_a_population_with_dylu_runs_each_clients_own_steps_and_replays_bit_exac
     per-batch draws of its slot's stream (lost tasks using up theirs, as in the timing
     model), and the engine replays the recorded trace to the same bits."""
     from gemsim import config, real
-    from gemsim.app._stages import build_problem, real_job
+    from gemsim.app import build_problem, real_job
 
     h = 4
     scenario = population_scenario(
@@ -317,7 +318,7 @@ def test_a_diverging_real_run_keeps_its_last_finite_state():
     server state (CA2FL's per-client rows included) of its last finite commit, the same bits
     as the engine recovers from the recorded trace."""
     from gemsim import config, real
-    from gemsim.app._stages import build_problem, real_job
+    from gemsim.app import build_problem, real_job
 
     optimizer = {"rule": "ca2fl", "lr": 500.0, "window": 2, "buffer": 3}
     scenario = population_scenario(commits=60, clients={"speed": SPEED}, optimizer=optimizer)

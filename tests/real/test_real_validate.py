@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gemsim import timing
-from gemsim.app._validate import NULL_SEEDS, TV_MODEL_SLACK, simulations
+from gemsim.app.verbs._validate import NULL_SEEDS, TV_MODEL_SLACK, simulations
 from gemsim.cli import app
 from gemsim.config import Scenario, build_cluster
 

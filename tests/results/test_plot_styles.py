@@ -9,7 +9,7 @@ import pandas as pd
 from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
-from gemsim.results import _plots as plots
+from gemsim.results import _folder_plots as folder_plots
 from gemsim.results import load_results, plot_loss, plot_worker_accuracy
 from gemsim.results._plot_common import X_LABELS
 
@@ -26,8 +26,8 @@ def _drawn(draw) -> Figure:
 
 def test_every_standard_figure_gives_each_configuration_its_own_look(sweep_dir):
     results = load_results(sweep_dir)
-    runs = {str(m.get("run_id")): (p, m) for p, m in plots.run_manifests(sweep_dir)}
-    jobs = plots._folder_jobs(results, runs)
+    runs = {str(m.get("run_id")): (p, m) for p, m in folder_plots.run_manifests(sweep_dir)}
+    jobs = folder_plots._folder_jobs(results, runs)
     assert len(jobs) >= 8
     for name, draw in jobs:
         ax = _drawn(draw).axes[0]

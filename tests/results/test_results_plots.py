@@ -10,7 +10,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from results_fakes import fake_manifest, fake_metrics, fake_trace
 
-from gemsim.results import _plots as plots
+from gemsim.results import _folder_plots as folder_plots
 from gemsim.results import (
     load_results,
     plot_class_accuracy,
@@ -202,7 +202,7 @@ def test_plot_run_folder_law_per_timing_setting(tmp_path, make_run):
     assert "final_vs_workers.png" not in names  # workers.count was not swept
     results = load_results(out)
     runs = {m["run_id"]: (path, m) for path, m in run_manifests(out)}
-    jobs = dict(plots._staleness_jobs(results, runs))
+    jobs = dict(folder_plots._staleness_jobs(results, runs))
     assert "geometric law, n = 4" in _lines_in(jobs["staleness_n4_exp-a.png"])
     labels = _lines_in(jobs["staleness_n4_logn.png"])
     assert labels and not any(label.startswith("geometric") for label in labels)
@@ -221,7 +221,7 @@ def test_plot_run_folder_of_one_run_names_leaves(tmp_path, make_run):
     assert "pi_heatmap_one.png" in names and "staleness_n4.png" in names
     assert not any("other" in name for name in names)  # the sibling run is left out
     runs = {m["run_id"]: (path, m) for path, m in run_manifests(out)}
-    jobs = dict(plots._folder_jobs(load_results(out).query("run_id == 'one'"), runs))
+    jobs = dict(folder_plots._folder_jobs(load_results(out).query("run_id == 'one'"), runs))
     ax = Figure().add_subplot()
     jobs["pi_heatmap_one.png"](ax)
     assert [t.get_text() for t in ax.get_yticklabels()] == ["layer0/w", "layer1/w", "layer2/w"]

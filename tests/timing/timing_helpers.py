@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gemsim.timing import ClusterSpec, CommitBudget, Distribution, WorkerSpec
-from gemsim.timing._cluster import Budget
+from gemsim.timing._budget import Budget
 
 
 def cluster(
