@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from scenario_docs import quadratic_doc
+from scenario_docs import quadratic_doc, write_doc
 from typer.testing import CliRunner
 
 import gemsim
@@ -262,3 +262,23 @@ def test_pool_initializer_ignores_sigint_and_raises_on_sigterm():
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S
     )
     assert done.returncode == 0 and done.stdout.strip() == "terminated", done.stderr
+
+
+def test_a_real_sweep_hands_its_address_to_the_backend(tmp_path, monkeypatch):
+    """`gemsim run --backend ray --address ADDR`: each run's workers join the cluster at ADDR
+    (the run's backend is told it), not a local instance."""
+    import gemsim.real
+
+    seen = []
+
+    def backend(name, job, *, progress=None, address=None):
+        seen.append((name, address))
+        raise RuntimeError("no cluster here")
+
+    monkeypatch.setattr(gemsim.real, "run_backend", backend)
+    path = write_doc(tmp_path, quadratic_doc(workers=2, commits=10))
+    _, rows = gemsim.run_file(
+        path, out=tmp_path / "out", backend="ray", address="ray://head:10001", quiet=True
+    )
+    assert seen == [("ray", "ray://head:10001")]
+    assert [row.status for row in rows] == ["failed"] and "no cluster here" in rows[0].error

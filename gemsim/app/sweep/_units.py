@@ -48,12 +48,14 @@ def here(scheduler: str, **extra: Any) -> dict[str, Any]:
 class Unit:
     """What one process executes and hands back at once: a run alone, or several runs
     executed together at `pad_to` runs (copies of the first run fill a group that has fewer
-    left: `_many_runs_plan.plan_many_runs` says why)."""
+    left: `_many_runs_plan.plan_many_runs` says why); a real run's `address`, the Ray cluster
+    its workers join (None: a local instance)."""
 
     runs: tuple[RunIdentity, ...]
     pad_to: int = 0
     timing: tuple[TimingInputs | None, ...] = ()
     store: TraceStore | None = None
+    address: str | None = None
 
     def traces(self, kept: Lru | None = None) -> Traces:
         """Where the unit's runs get their traces: the store, where this process sees the
@@ -86,7 +88,10 @@ def execute_unit(
     if unit.pad_to:
         done = execute_many(unit.runs, progress, pad_to=unit.pad_to, traces=traces)
         return [result.placed(where) for result in done]
-    return [execute_run(who, progress=progress, traces=traces).placed(where) for who in unit.runs]
+    return [
+        execute_run(who, progress=progress, traces=traces, address=unit.address).placed(where)
+        for who in unit.runs
+    ]
 
 
 def lost_unit(

@@ -221,7 +221,7 @@ def sweep(
         if not quiet:
             for note in [*notes, *plan.notes]:
                 print(note, file=sys.stderr, flush=True)
-        work, stored = _units_of(who, units, plan.pad_to, out_dir, timing)
+        work, stored = _units_of(who, units, plan.pad_to, out_dir, timing, address)
         where = dict(jobs=jobs, scheduler=scheduler, address=address)
         ahead = min(early, _ahead_processes(work, stored))
         if ahead:
@@ -268,12 +268,17 @@ def _units_of(
     pad_to: list[int],
     out_dir: Path,
     timing: list[TimingInputs | None],
+    address: str | None = None,
 ) -> tuple[list[Unit], set[str]]:
     """The units of work, simulated runs' with their timing inputs (`timing`, by run) and the
-    results folder's trace store; and the keys the store holds now."""
+    results folder's trace store, real runs' with the Ray cluster to join (`address`); and
+    the keys the store holds now."""
     store = TraceStore.of(out_dir) if who and who[0].kind is RunKind.SIM else None
     if store is None:  # real runs record their own traces
-        work = [Unit(tuple(who[i] for i in u), pad) for u, pad in zip(units, pad_to, strict=True)]
+        work = [
+            Unit(tuple(who[i] for i in u), pad, address=address)
+            for u, pad in zip(units, pad_to, strict=True)
+        ]
         return work, set()
     store.remove_leftovers()
     work = [
