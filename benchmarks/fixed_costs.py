@@ -298,7 +298,6 @@ def install_probes() -> Probes:
         (gemsim.config, "build_rule", "problem"),
         (stages, "build_problem", "problem"),
         (simulated, "build_problem", "problem"),
-        (many_runs, "build_problem", "problem"),
         (trace_store.Traces, "trace_for", "timing"),
         (trace_store.Traces, "timed_for", "timing"),
         (gemsim.engine.Executor, "execute", "execute"),

@@ -54,7 +54,6 @@ class PopulationRun:
 
     def __init__(self, state: SimState, population: Population, seed: int, schedule: int) -> None:
         self.state, self.population, self.schedule = state, population, schedule
-        self.end = 0.0  # the run's end, once it is over (`finish`)
         n, k = population.n_clients, state.spec.n_workers
         self.speeds = client_speeds(population, seed)
         self.speed = None
@@ -256,17 +255,16 @@ class PopulationRun:
 
     def finish(self, end: float) -> None:
         """The run is over at ``end``: the waits still open count up to it."""
-        self.end = end
         state = self.state
         for w in self.waiting:
             if state.phase[w] == WAITING:
                 state.end_wait(w, until=end)
 
-    def report(self) -> ClientReport:
+    def report(self, duration: float) -> ClientReport:
         """Per-client speed and tasks started, completed and lost (the per-client sums of
-        the run's tasks, which come with them), and each client's time up until the run's
-        end (`finish`) on the calendar it ran on."""
-        up = client_up_seconds(self.population, self.schedule, self.end)
+        the run's tasks, which come with them), and each client's time up within the run's
+        ``duration`` on the calendar it ran on."""
+        up = client_up_seconds(self.population, self.schedule, duration)
         return client_report(self.speeds, self.tasks.columns(), up)
 
 

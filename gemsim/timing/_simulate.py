@@ -91,7 +91,7 @@ def _population_run(
     duration = state.duration()
     run.finish(duration)
     trace = state.to_trace(run.clients, population.n_clients, run.local_steps())
-    return Simulation(trace, worker_report(state, duration), run.report())
+    return Simulation(trace, worker_report(state, duration), run.report(duration))
 
 
 def _compass_run(env: simpy.Environment, state: SimState, protocol: Compass) -> Simulation:

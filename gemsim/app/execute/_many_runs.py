@@ -19,6 +19,7 @@ from ..record._provenance import utc_now
 from ..record._record import Produced, failed_record, record_of
 from ..sweep._traces import Traces
 from ._one_run import execute_run
+from ._simulated import inputs_of
 
 
 @dataclass(frozen=True)
@@ -103,14 +104,9 @@ def execute_many(
 def _prepare(who: RunIdentity, hyper: Mapping[str, float], lifted: tuple[str, ...], traces):
     from gemsim import engine
 
-    from ._stages import build_problem
-
-    scenario = who.expanded.scenario
-    rule, problem = config.build_rule(scenario), build_problem(scenario)
-    (trace, clients), note = traces.timed_for(who)
-    plan = engine.plan_of(trace, window=rule.window, **config.eval_period(scenario))
+    _, problem, trace, plan, clients, note = inputs_of(who, None, traces)
     run = engine.RunInputs(plan, problem, problem.init_params, dict(hyper))
-    signature, floats = config.many_runs_signature(scenario)
+    signature, floats = config.many_runs_signature(who.expanded.scenario)
     constants = tuple((p, v) for p, v in sorted(floats.items()) if p not in lifted)
     together = (signature, lifted, constants, trace.n_workers)
     return _Prepared(who, trace, run, together, note, clients)

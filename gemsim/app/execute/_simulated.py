@@ -4,6 +4,7 @@ simulated here, executed by the engine with real gradients at the exact stale pa
 from __future__ import annotations
 
 import time
+from typing import Any, NamedTuple
 
 from gemsim import config
 from gemsim.trace import CommitTrace
@@ -16,6 +17,32 @@ from ..sweep._traces import Traces
 from ._stages import EXECUTORS, build_problem
 
 
+class Inputs(NamedTuple):
+    """What a simulated run executes: its rule and problem, its trace and the plan of it, and
+    where the trace came from (a population's per-client report with it, its store note)."""
+
+    rule: Any
+    problem: Any
+    trace: CommitTrace
+    plan: Any  # engine.Plan
+    clients: Any = None  # timing.ClientReport | None
+    note: Any = None
+
+
+def inputs_of(who: RunIdentity, trace: CommitTrace | None, traces: Traces | None) -> Inputs:
+    """A simulated run's inputs: the given `trace` (a replay), else its trace from `traces`
+    (a sweep's trace store) or simulated here."""
+    from gemsim import engine
+
+    scenario = who.expanded.scenario
+    rule, problem = config.build_rule(scenario), build_problem(scenario)
+    note, clients = None, None
+    if trace is None:
+        (trace, clients), note = (traces or Traces()).timed_for(who)
+    plan = engine.plan_of(trace, window=rule.window, **config.eval_period(scenario))
+    return Inputs(rule, problem, trace, plan, clients, note)
+
+
 def simulated_run(
     who: RunIdentity,
     trace: CommitTrace | None,
@@ -25,16 +52,9 @@ def simulated_run(
     """What a simulated run (or the replay of `trace`) produced; a simulated trace, and a
     population's per-client report with it, comes from `traces` (a sweep's trace store), or
     is simulated here."""
-    from gemsim import engine
-
-    scenario = who.expanded.scenario
     started, started_at = time.perf_counter(), utc_now()
-    rule, problem = config.build_rule(scenario), build_problem(scenario)
-    note, clients = None, None
-    if trace is None:
-        (trace, clients), note = (traces or Traces()).timed_for(who)
-    plan = engine.plan_of(trace, window=rule.window, **config.eval_period(scenario))
-    executor = EXECUTORS.get(scenario, rule, problem, trace.n_workers)
+    rule, problem, trace, plan, clients, note = inputs_of(who, trace, traces)
+    executor = EXECUTORS.get(who.expanded.scenario, rule, problem, trace.n_workers)
     out = executor.execute(plan, problem=problem, params=problem.init_params, progress=progress)
     return Produced(
         trace,
