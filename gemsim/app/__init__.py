@@ -18,7 +18,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "write_calibrated",
         ],
         "._exit_codes": ["EXIT_CODES_HELP", "ExitCode"],
-        ".verbs._download": ["Downloaded", "download"],
+        ".verbs._get_data": ["Downloaded", "download"],
         ".verbs._ls": ["list_runs"],
         ".report._output": ["json_line", "strict_json"],
         ".verbs._plot": ["plot_results"],
@@ -43,7 +43,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "._signals": ["exit_code", "exit_now", "interruptible"],
         ".execute._real": ["real_job"],
         ".execute._stages": ["build_problem"],
-        ".verbs._trace": ["simulate_timing", "trace_scenario"],
+        ".verbs._timing_only": ["simulate_timing", "trace_scenario"],
         ".verbs._validate": ["ValidationReport", "validate_file"],
     },
     deprecated={

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gemsim.app.execute import _stages
-from gemsim.app.verbs import _run, _trace
+from gemsim.app.verbs import _run, _timing_only
 from gemsim.config import ScenarioError, expand, parse_scenario
 
 BASE = {
@@ -29,7 +29,9 @@ def counted(monkeypatch):
 
         return wrapper
 
-    monkeypatch.setattr(_trace, "checked_cluster", count("cluster", _trace.checked_cluster))
+    monkeypatch.setattr(
+        _timing_only, "checked_cluster", count("cluster", _timing_only.checked_cluster)
+    )
     monkeypatch.setattr(_run, "check_problem", count("problem", _stages.check_problem))
     return calls
 

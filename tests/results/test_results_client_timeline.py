@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from gemsim import timing
-from gemsim.app.record._frames import tasks_frame
+from gemsim.app.record._tables import tasks_frame
 from gemsim.results import CLIENT_TASKS_FILE, load_tasks, plot_client_timeline
 
 K = 3

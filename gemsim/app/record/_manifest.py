@@ -15,9 +15,9 @@ from gemsim.results import Manifest, params_sha256
 from gemsim.types import Status
 
 from ._final_metrics import final_metrics
-from ._frames import EVAL_COLUMNS
 from ._identity import RunIdentity
 from ._provenance import provenance, utc_now
+from ._tables import EVAL_COLUMNS
 
 
 def manifest_of(

@@ -1,7 +1,7 @@
 """A run's record (`gemsim.results.RunResult`), built in one pass from what the run produced:
 a finished run's trace, engine output and reports (`Produced`), or a run's error (`Failure`),
 into its parameters by leaf path, its manifest (`_manifest.py`) and its tables
-(`_frames.py`)."""
+(`_tables.py`)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from gemsim.results import RunResult
 from gemsim.trace import CommitTrace
 from gemsim.types import PyTree
 
-from ._frames import (
+from ._identity import RunIdentity
+from ._manifest import manifest_of
+from ._tables import (
     metrics_frame,
     tasks_frame,
     worker_evals_frame,
     worker_summary_frame,
 )
-from ._identity import RunIdentity
-from ._manifest import manifest_of
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from gemsim import timing
 
-from ..record._frames import client_columns, tasks_frame
+from ..record._tables import client_columns, tasks_frame
 
 CLIENTS_FILE = "clients.parquet"
 """Per-client participation of a population's run: client, speed, started, completed, lost,

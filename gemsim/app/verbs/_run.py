@@ -68,7 +68,7 @@ def preflight(
     timing model would do (churn and slowdowns), the memory a rule's per-client state takes,
     and on a real `backend` what it cannot run. Raises one ScenarioError listing every
     problem; returns the notes to print before running (each once: the per-client state)."""
-    from ._trace import check_batch_size, checked_cluster
+    from ._timing_only import check_batch_size, checked_cluster
 
     notes: list[str] = []
     problems: list[str] = []

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ._base import Claim, PartitionError, Shards
 from ._cuts import offsets
+from ._partition_base import Claim, PartitionError, Shards
 from ._specs import FromFile, Groups, PartitionSpec
 
 __all__ = ["check_claims", "split_pool", "whole"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import PartitionError
 from ._cuts import class_members, even_pieces
 from ._label_specs import ClassMode, LabelShards, Pathological, RoundRobin
+from ._partition_base import PartitionError
 
 __all__ = ["label_shards", "pathological", "round_robin"]
 

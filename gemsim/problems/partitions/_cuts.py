@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import PartitionError
+from ._partition_base import PartitionError
 
 __all__ = ["class_members", "even_pieces", "offsets", "require_examples"]
 

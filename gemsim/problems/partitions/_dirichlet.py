@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import PartitionError
 from ._cuts import class_members
 from ._label_specs import InnerDirichlet
-from ._sizes import shard_sizes
+from ._partition_base import PartitionError
+from ._partition_sizes import shard_sizes
 from ._specs import MAX_DIRICHLET_ATTEMPTS, Dirichlet
 
 __all__ = ["class_alpha", "dirichlet_owners", "inner_dirichlet_owners"]

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from gemsim._checks import check_enum, check_int
 
-from ._base import (
+from ._partition_base import (
     IdSizes,
     Order,
     PartitionError,

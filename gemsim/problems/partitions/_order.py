@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._base import PARTITION_KEY, BySpeed, Claim, Order, Shards, SpeedOrder
+from ._partition_base import PARTITION_KEY, BySpeed, Claim, Order, Shards, SpeedOrder
 from ._specs import LABEL_SPECS, PartitionSpec
 from ._summary import histogram, tv_distance
 

@@ -40,12 +40,10 @@ import numpy as np
 
 from gemsim._checks import check_int
 
-from ._base import PARTITION_KEY
 from ._claims import check_claims, split_pool, whole
 from ._classes import label_shards, pathological, round_robin
 from ._cuts import even_pieces, offsets, require_examples
 from ._dirichlet import dirichlet_owners, inner_dirichlet_owners
-from ._files import read_owners
 from ._label_specs import ClassMode
 from ._order import (
     SpeedData,
@@ -56,8 +54,10 @@ from ._order import (
     spearman,
     speed_data,
 )
+from ._partition_base import PARTITION_KEY
+from ._partition_files import read_owners
+from ._partition_sizes import quantity_owners
 from ._sampled import sampled_shards
-from ._sizes import quantity_owners
 from ._specs import (
     LABEL_SPECS,
     MAX_DIRICHLET_ATTEMPTS,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import Claim, SpeedOrder
 from ._claims import split_pool
 from ._dirichlet import class_alpha
 from ._order import shard_owners
+from ._partition_base import Claim, SpeedOrder
 from ._specs import Dirichlet, Iid, InnerDirichlet, PartitionError, Shards
 from ._summary import histogram, tv_distance
 

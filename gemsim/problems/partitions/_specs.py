@@ -3,7 +3,7 @@ quantity skew, the user's file and the data set's natural groups here; the class
 (shards, pathological, round robin, inner Dirichlet) in ``_label_specs.py``.
 
 The drawing is in ``_partitions.py`` (which re-exports these names), the reading of a user's
-file in ``_files.py``, the summaries in ``_summary.py``.
+file in ``_partition_files.py``, the summaries in ``_summary.py``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from gemsim._checks import check_bool, check_int
 
-from ._base import (
+from ._label_specs import Classes, InnerDirichlet, LabelShards, Pathological, RoundRobin
+from ._partition_base import (
     BySpeed,
     Claim,
     IdSizes,
@@ -27,7 +28,6 @@ from ._base import (
     set_order,
     set_samples,
 )
-from ._label_specs import Classes, InnerDirichlet, LabelShards, Pathological, RoundRobin
 
 __all__ = [
     "LABEL_SPECS",

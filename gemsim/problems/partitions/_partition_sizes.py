@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._base import IdSizes, PartitionError, SizeLaw
 from ._cuts import even_pieces, require_examples
+from ._partition_base import IdSizes, PartitionError, SizeLaw
 from ._specs import Quantity
 
 __all__ = ["id_sizes", "quantity_owners", "shard_sizes"]
