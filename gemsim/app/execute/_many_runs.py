@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gemsim import config
+from gemsim._lru import Lru
 from gemsim.results import RunResult
 from gemsim.types import Progress
 
-from .._lru import Lru
 from ..record._identity import RunIdentity
 from ..record._provenance import utc_now
 from ..record._record import Produced, failed_record, record_of

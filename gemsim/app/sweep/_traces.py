@@ -8,9 +8,9 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from gemsim._lru import Lru
 from gemsim.trace import CommitTrace
 
-from .._lru import Lru
 from ._trace_store import FROM_STORE, READ, SIMULATED, WITHIN_SWEEP, Timed, TimingInputs, TraceStore
 
 

@@ -18,10 +18,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gemsim._lru import Lru
 from gemsim.results import RunResult
 from gemsim.types import Progress
 
-from .._lru import Lru
 from ..execute._many_runs import execute_many
 from ..execute._one_run import execute_run
 from ..record._identity import RunIdentity

@@ -24,11 +24,11 @@ from typing import Any
 
 from gemsim import config, results
 from gemsim._checks import UserError
+from gemsim._lru import Lru
 from gemsim.config import ExpandedRun, Scenario, ScenarioError
 from gemsim.results import RunResult
 from gemsim.types import BACKENDS, RunKind
 
-from .._lru import Lru
 from ..execute._compile_cache import setup_compilation_cache
 from ..execute._stages import compile_key
 from ..record._identity import RunIdentity

@@ -1,5 +1,5 @@
-"""`Lru`: the per-process cache of loaded things (data sets, user models, compiled executors)
-that the runs of a sweep share."""
+"""`Lru`: the per-process cache of what the runs of a sweep share, loaded or built once (data
+sets, user models, compiled executors, worker specs)."""
 
 from __future__ import annotations
 
