@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -109,8 +110,13 @@ class Manifest:
         return getattr(self, key) if known else default
 
     def to_dict(self) -> dict[str, Any]:
-        """The manifest as plain values (what `manifest.json` holds)."""
-        out = dataclasses.asdict(self)
+        """The manifest as plain values (what `manifest.json` holds), copied."""
+        return copy.deepcopy(self._fields())
+
+    def _fields(self) -> dict[str, Any]:
+        # Its own values, not copied: what is only read (written to JSON, checked) needs no
+        # copy, and copying a sweep's configuration of 256 worker groups took 4 ms a run.
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["backend"] = self.backend
         out["worker_events"] = list(out["worker_events"])
         return out
@@ -130,7 +136,7 @@ class Manifest:
         return cls(**known)
 
     def to_json(self) -> str:
-        return manifest_to_json(self.to_dict())
+        return manifest_to_json(self._fields())
 
 
 def backend_of(kind: str) -> str:
@@ -229,6 +235,11 @@ def check_manifest(manifest: Mapping[str, Any]) -> None:
 def manifest_dict(manifest: Manifest | Mapping[str, Any]) -> dict[str, Any]:
     """A manifest as a plain mapping, from a :class:`Manifest` or a mapping."""
     return manifest.to_dict() if isinstance(manifest, Manifest) else dict(manifest)
+
+
+def manifest_fields(manifest: Manifest | Mapping[str, Any]) -> Mapping[str, Any]:
+    """A manifest as a mapping to read only: its own values, not copied (`write_run`)."""
+    return manifest._fields() if isinstance(manifest, Manifest) else manifest
 
 
 def read_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:

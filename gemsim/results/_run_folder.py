@@ -28,10 +28,9 @@ import shutil
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from gemsim._atomic import atomic_write_bytes, atomic_write_text, fsync_dir
 from gemsim.results._files import (
@@ -50,12 +49,15 @@ from gemsim.results._manifest import (
     Manifest,
     check_manifest,
     kind_of,
-    manifest_dict,
+    manifest_fields,
     manifest_to_json,
     read_manifest,
 )
 from gemsim.trace import CommitTrace
 from gemsim.types import PyTree, Status
+
+if TYPE_CHECKING:  # pandas is imported where a frame is written or read: `gemsim run`
+    import pandas as pd  # loads it while its first unit executes (`_folder_writer.py`)
 
 __all__ = [
     "MANIFEST_KEYS",
@@ -266,6 +268,8 @@ def read_params(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
 
 
 def _write_frame(path: Path, frame: pd.DataFrame) -> None:
+    import pandas as pd
+
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(
             f"{path.name} needs a pandas DataFrame, got {type(frame).__name__}; "
@@ -351,7 +355,7 @@ def write_run(
     Raises:
         ValueError: a missing or bad manifest key, or a params hash mismatch.
     """
-    manifest = manifest_dict(manifest)
+    manifest = manifest_fields(manifest)
     check_manifest(manifest)
     if not isinstance(trace, CommitTrace):
         raise TypeError(f"trace must be a CommitTrace, got {type(trace).__name__}")
@@ -386,6 +390,8 @@ def write_run(
 
 def read_run(run_dir: str | os.PathLike[str]) -> RunResult:
     """Read every file of a run folder back into a :class:`RunResult`."""
+    import pandas as pd
+
     run_dir = Path(run_dir)
     optional = {
         name: pd.read_parquet(run_dir / name, engine="pyarrow")

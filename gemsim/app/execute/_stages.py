@@ -5,9 +5,8 @@ preflight check of a problem. A real backend's job is `_real.py`'s."""
 from __future__ import annotations
 
 from gemsim import config
+from gemsim._lru import Lru
 from gemsim.config import Scenario, ScenarioError
-
-from .._lru import Lru
 
 
 def require(scenario: Scenario, block: str):
@@ -57,13 +56,34 @@ class ProblemInputs:
 # One per process, like EXECUTORS below.
 INPUTS = ProblemInputs()
 
+PROBLEMS = Lru(4)
+"""Built problems by what they are built from (`problem_key`): a sweep's runs that differ
+only in their optimizer, budget or timing share one, as they share its data. A problem is an
+immutable value; few are kept, since each holds its data set on the device."""
+
+_PROBLEM_BLOCKS = ("problem", "seed", "eval", "workers", "clients")
+
+
+def problem_key(scenario: Scenario) -> str:
+    """What `build_problem` reads of a scenario, as JSON (file digests included)."""
+    parts = (getattr(scenario, name) for name in _PROBLEM_BLOCKS)
+    return "|".join(
+        p.model_dump_json() if hasattr(p, "model_dump_json") else repr(p) for p in parts
+    )
+
 
 def build_problem(scenario: Scenario):
     """The scenario's problem: data on the device (shared with the previous runs that read
-    the same data set), streams keyed by the seed."""
+    the same data set), streams keyed by the seed; built once for the runs of a process that
+    build it from the same blocks (`PROBLEMS`)."""
+    require(scenario, "problem")
+    return PROBLEMS.get(problem_key(scenario), lambda: _built_problem(scenario))
+
+
+def _built_problem(scenario: Scenario):
     from gemsim import problems
 
-    block = require(scenario, "problem")
+    block = scenario.problem
     model_spec, dataset = config.problem_args(scenario)
     if isinstance(model_spec, problems.Quadratic):
         model, data = model_spec, None

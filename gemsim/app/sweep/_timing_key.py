@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from gemsim._lru import Lru
+
 KEY_FORMAT = "gemsim.trace-store/1"
 """Changes when what goes into a key changes (every stored trace is then simulated again)."""
 
@@ -54,6 +56,13 @@ def timing_key(spec: Any, seed: int, schedule_seed: int | None = None) -> str:
         )
     )
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+_LONG_TUPLES = Lru(16)
+"""The text of long tuples by identity (each kept with its text, so its id is not reused):
+the runs of a sweep share one tuple of worker specs (`config.worker_specs`), written once."""
+
+LONG_TUPLE = 32
 
 
 def canonical(value: Any) -> str:
@@ -84,15 +93,10 @@ def _write(value: Any, out: Callable[[str], None]) -> None:
                 _write(getattr(value, field.name), out)
                 out(",")
         out(")")
+    elif type(value) is tuple and len(value) >= LONG_TUPLE:
+        out(_LONG_TUPLES.get(id(value), lambda: (value, _sequence_text(value)))[1])
     elif isinstance(value, tuple | list):
-        if len(value) > FLOATS_INLINE and all(type(v) is float for v in value):
-            out(_array_text(np.asarray(value, dtype=np.float64)))
-            return
-        out("(")
-        for item in value:
-            _write(item, out)
-            out(",")
-        out(")")
+        out(_sequence_text(value))
     elif isinstance(value, Mapping):
         out("{")
         for key in sorted(value, key=repr):
@@ -107,6 +111,17 @@ def _write(value: Any, out: Callable[[str], None]) -> None:
             "store's key knows dataclasses, enums, numbers, strings, sequences, mappings and "
             "numpy arrays"
         )
+
+
+def _sequence_text(value: tuple | list) -> str:
+    if len(value) > FLOATS_INLINE and all(type(v) is float for v in value):
+        return _array_text(np.asarray(value, dtype=np.float64))
+    parts = ["("]
+    for item in value:
+        _write(item, parts.append)
+        parts.append(",")
+    parts.append(")")
+    return "".join(parts)
 
 
 def _array_text(array: np.ndarray) -> str:
