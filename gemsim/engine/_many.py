@@ -57,6 +57,7 @@ from ._step import (
     gradient_phase,
     loop_steps,
     step_piece,
+    traced_once,
 )
 
 RuleOf = Callable[[Mapping[str, Any]], Any]
@@ -194,7 +195,7 @@ class ManyRunsExecutor:
             return self._eval_fn(shared, stacked, theta, mask, per_worker)
 
         if flags is not None:
-            shapes = jax.eval_shape(evaluate, carry.theta)
+            evaluate, shapes = traced_once(evaluate, carry.theta)
             blank = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
 
         def step(carry: Carry, rows, i):

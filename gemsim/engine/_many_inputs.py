@@ -39,8 +39,15 @@ def split_problems(problems: Sequence[Any], treedef) -> tuple[list, list, tuple[
         for j in range(len(leaves[0]))
     )
     shared = [leaves[0][j] for j, m in enumerate(mask) if not m]
-    stacked = [jnp.stack([ls[j] for ls in leaves]) for j, m in enumerate(mask) if m]
+    stacked = _stacked([[ls[j] for ls in leaves] for j, m in enumerate(mask) if m])
     return shared, stacked, mask
+
+
+@jax.jit
+def _stacked(groups: list[list]) -> list:
+    # One program for every leaf: stacked one by one, each leaf's shape was a small eager
+    # program of its own, looked up and loaded in every new process.
+    return [jnp.stack(group) for group in groups]
 
 
 def _nbytes(leaf) -> int:
@@ -48,6 +55,11 @@ def _nbytes(leaf) -> int:
 
 
 def stack(trees: Sequence[PyTree]) -> PyTree:
+    return _stacked_trees(list(trees))
+
+
+@jax.jit
+def _stacked_trees(trees: list[PyTree]) -> PyTree:
     return jax.tree.map(lambda *xs: jnp.stack(xs), *trees)
 
 

@@ -14,7 +14,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._executor import Executor, evals_in_loop, select_owners
-from ._step import commit_phase, data_owner, gradient_phase, loop_steps, make_chunk, step_piece
+from ._step import (
+    commit_phase,
+    data_owner,
+    gradient_phase,
+    loop_steps,
+    make_chunk,
+    step_piece,
+    traced_once,
+)
 
 
 class SequentialExecutor(Executor):
@@ -89,7 +97,7 @@ def make_evaluating_chunk(rule, layout):
         def evaluate(theta):
             return problem.evaluate(theta), problem.evaluate_workers(theta) if per_worker else {}
 
-        shapes = jax.eval_shape(evaluate, carry.theta)
+        evaluate, shapes = traced_once(evaluate, carry.theta)
         blank = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
 
         def step(carry, pulled, i):
