@@ -56,8 +56,8 @@ from gemsim.results._manifest import (
 from gemsim.trace import CommitTrace
 from gemsim.types import PyTree, Status
 
-if TYPE_CHECKING:  # pandas is imported where a frame is written or read: `gemsim run`
-    import pandas as pd  # loads it while its first unit executes (`_folder_writer.py`)
+if TYPE_CHECKING:  # pandas is imported where a frame is written or read
+    import pandas as pd
 
 __all__ = [
     "MANIFEST_KEYS",

@@ -57,8 +57,7 @@ class FolderWriter:
         self._threads: list[threading.Thread] = []
         for i in range(max(1, threads)):
             # Daemons: an idle one never holds the interpreter's exit; `_finish` stops them.
-            work = self._work if i else self._warm_then_work
-            thread = threading.Thread(target=work, name=f"gemsim-write-{i}", daemon=True)
+            thread = threading.Thread(target=self._work, name=f"gemsim-write-{i}", daemon=True)
             thread.start()
             self._threads.append(thread)
 
@@ -107,13 +106,6 @@ class FolderWriter:
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             self._write(*job)
-
-    def _warm_then_work(self) -> None:
-        # pandas, which each record's tables need, imported while the driver executes the
-        # first unit and waits on XLA without the GIL: 0.2-0.3 s of a command otherwise.
-        import pandas  # noqa: F401
-
-        self._work()
 
     def _write(self, record: RunResult, future: Future) -> None:
         """Write `record` unless a thread or the driver has taken it already."""
