@@ -26,5 +26,10 @@ class Lru:
             self._items.popitem(last=False)
         return value
 
+    def get_for(self, owner: Any, key: Hashable, load: Callable[[], Any]) -> Any:
+        """The value loaded for the object `owner`, by identity, and `key`: `owner` is kept with
+        it, so that its id is not another object's while the entry stands."""
+        return self.get((id(owner), key), lambda: (owner, load()))[1]
+
     def values(self) -> Iterator[Any]:
         return iter(list(self._items.values()))

@@ -66,10 +66,7 @@ _PROBLEM_BLOCKS = ("problem", "seed", "eval", "workers", "clients")
 
 def problem_key(scenario: Scenario) -> str:
     """What `build_problem` reads of a scenario, as JSON (file digests included)."""
-    parts = (getattr(scenario, name) for name in _PROBLEM_BLOCKS)
-    return "|".join(
-        p.model_dump_json() if hasattr(p, "model_dump_json") else repr(p) for p in parts
-    )
+    return _joined(getattr(scenario, name) for name in _PROBLEM_BLOCKS)
 
 
 def build_problem(scenario: Scenario):
@@ -154,7 +151,11 @@ def compile_key(scenario: Scenario) -> str:
     """What a run's compiled executor depends on, as far as the scenario alone tells (the
     `ExecutorCache` key without building anything): a process that ran one run reuses its
     compiled code for another of the same key, so sweeps hand such runs to the same process."""
-    parts = (scenario.optimizer, scenario.problem, scenario.workers.count, scenario.engine)
+    return _joined((scenario.optimizer, scenario.problem, scenario.workers.count, scenario.engine))
+
+
+def _joined(parts) -> str:
+    """Blocks as their JSON, other values as text, one key."""
     return "|".join(p.model_dump_json() if hasattr(p, "model_dump_json") else str(p) for p in parts)
 
 

@@ -59,8 +59,8 @@ def timing_key(spec: Any, seed: int, schedule_seed: int | None = None) -> str:
 
 
 _LONG_TUPLES = Lru(16)
-"""The text of long tuples by identity (each kept with its text, so its id is not reused):
-the runs of a sweep share one tuple of worker specs (`config.worker_specs`), written once."""
+"""The text of long tuples by identity (`Lru.get_for`): the runs of a sweep share one tuple
+of worker specs (`config.worker_specs`), written once."""
 
 LONG_TUPLE = 32
 
@@ -94,7 +94,7 @@ def _write(value: Any, out: Callable[[str], None]) -> None:
                 out(",")
         out(")")
     elif type(value) is tuple and len(value) >= LONG_TUPLE:
-        out(_LONG_TUPLES.get(id(value), lambda: (value, _sequence_text(value)))[1])
+        out(_LONG_TUPLES.get_for(value, None, lambda: _sequence_text(value)))
     elif isinstance(value, tuple | list):
         out(_sequence_text(value))
     elif isinstance(value, Mapping):
