@@ -7,6 +7,7 @@ from ._build import build_rule as build_rule
 from ._build import check_client_state as check_client_state
 from ._build import client_state_memory as client_state_memory
 from ._build import eval_period as eval_period
+from ._build import keeps_client_state as keeps_client_state
 from ._build import problem_args as problem_args
 from ._build import problem_sizes as problem_sizes
 from ._data_split import claim_field as claim_field

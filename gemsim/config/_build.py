@@ -136,8 +136,9 @@ def problem_args(scenario: Scenario) -> tuple[problems.ModelSpec, problems.Datas
     return model_spec(block.model), dataset
 
 
-def build_rule(scenario: Scenario) -> rules.Rule:
-    """The scenario's update rule (imports JAX), checked against the server protocol.
+def build_rule(scenario: Scenario, rows: int | None = None) -> rules.Rule:
+    """The scenario's update rule (imports JAX), checked against the server protocol;
+    `rows`: a rule with per-client state keeps that many rows (`with_scenario_clients`).
 
     Raises:
         ScenarioError: the scenario has no `optimizer` block.
@@ -148,7 +149,7 @@ def build_rule(scenario: Scenario) -> rules.Rule:
             ["optimizer: required to run (gemsim trace needs only workers and budget)"],
         )
     check_protocol(scenario)
-    return with_scenario_clients(scenario.optimizer.build(), scenario)
+    return with_scenario_clients(scenario.optimizer.build(), scenario, rows)
 
 
 def client_state_memory(
@@ -227,14 +228,23 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
-def with_scenario_clients(rule: rules.Rule, scenario: Scenario) -> rules.Rule:
+def with_scenario_clients(
+    rule: rules.Rule, scenario: Scenario, rows: int | None = None
+) -> rules.Rule:
     """A rule that keeps state per client, given the scenario's clients (a population's N,
-    or the workers); any other rule as it is."""
+    or the workers), in `rows` rows where fewer (a simulator's, for the clients its trace
+    names: `engine.client_rows`); any other rule as it is."""
     if rule.client_init is None:
         return rule
     from gemsim import rules
 
-    return rules.with_clients(rule, data_owners(scenario))
+    n = data_owners(scenario)
+    return rules.with_clients(rule, n, None if rows is None or rows >= n else rows)
+
+
+def keeps_client_state(scenario: Scenario) -> bool:
+    """Whether the scenario's rule keeps state per client (nothing is built but the rule)."""
+    return scenario.optimizer is not None and scenario.optimizer.build().client_init is not None
 
 
 def _population(scenario: Scenario, *, weigh: bool) -> timing.Population | None:

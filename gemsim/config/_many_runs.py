@@ -42,9 +42,12 @@ def many_runs_signature(scenario: Scenario) -> tuple[str, dict[str, float]]:
     return json.dumps(config, sort_keys=True, separators=(",", ":")), floats
 
 
-def lifted_rule(scenario: Scenario, paths: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Any]:
+def lifted_rule(
+    scenario: Scenario, paths: tuple[str, ...], rows: int | None = None
+) -> Callable[[Mapping[str, Any]], Any]:
     """``rule_of(values)``: the scenario's rule with the optimizer fields at ``paths`` set
-    to ``values[path]`` (floats, or traced scalars inside a compiled many-runs program). The
+    to ``values[path]`` (floats, or traced scalars inside a compiled many-runs program), its
+    per-client state in ``rows`` rows where given (`with_scenario_clients`). The
     blocks are copied without validation: each run's own values were checked when it was
     loaded, and a traced value cannot be compared."""
     block = scenario.optimizer
@@ -57,7 +60,7 @@ def lifted_rule(scenario: Scenario, paths: tuple[str, ...]) -> Callable[[Mapping
         replaced = block
         for path, value in values.items():
             replaced = _with_value(replaced, path.split("."), value)
-        return with_scenario_clients(replaced.build(), scenario)
+        return with_scenario_clients(replaced.build(), scenario, rows)
 
     return rule_of
 

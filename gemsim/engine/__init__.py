@@ -19,6 +19,8 @@ from ._metrics import MetricsRecorder as MetricsRecorder
 from ._metrics import worker_summary as worker_summary
 from ._plan import ExecutionPlan as ExecutionPlan
 from ._plan import UnreplayableTrace as UnreplayableTrace
+from ._plan import client_rows as client_rows
+from ._plan import kept_rows as kept_rows
 from ._plan import make_plan as make_plan
 from ._plan import plan_of as plan_of
 from ._sequential import SequentialExecutor as SequentialExecutor

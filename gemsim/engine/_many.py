@@ -99,6 +99,7 @@ _TIME_MAJOR = StepInput(
     local_steps=0,
     owner=0,
     buffer=0,
+    client_row=0,
 )  # vmap axes of one step's inputs: the commit index is the same for every run
 
 
@@ -189,6 +190,7 @@ class ManyRunsExecutor:
             local_steps=None if inputs.local_steps is None else 0,
             owner=None,
             buffer=None if inputs.buffer is None else 0,
+            client_row=None if inputs.client_row is None else 0,
         )
 
         def evaluate(theta):

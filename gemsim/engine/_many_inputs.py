@@ -85,6 +85,11 @@ def stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
             "runs executed together must all be FedCompass's (a buffer column in their "
             "traces) or none; execute these in separate batches"
         )
+    if len({p.client_row is None for p in plans}) > 1:
+        raise ValueError(
+            "runs executed together must all have rows for the clients they name "
+            "(engine.client_rows) or none; execute these in separate batches"
+        )
     if len({p.local_steps is None for p in plans}) > 1:
         raise ValueError(
             "runs executed together must all have local steps of their own (a local_steps "
@@ -112,6 +117,8 @@ def stack_inputs(plans: Sequence[ExecutionPlan], total: int) -> StepInput:
         local_steps=None if plans[0].local_steps is None else stacked("local_steps", 1, np.int32),
         # Padding is inactive: its buffer (0, alone) changes nothing.
         buffer=None if plans[0].buffer is None else stacked("buffer", 0, np.int32),
+        # Padding is inactive: its row is written back as it was.
+        client_row=None if plans[0].client_row is None else stacked("client_row", 0, np.int32),
     )
 
 

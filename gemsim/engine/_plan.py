@@ -74,6 +74,9 @@ class ExecutionPlan:
     # int32[K], or None but for FedCompass's scheduler: where the server put commit k (the
     # trace's `buffer` column: 0 alone, 1 the general buffer, 2 its group's).
     buffer: np.ndarray | None = None
+    # int32[K], or None where a rule keeps every client's row: commit k's row among the rows
+    # kept for only the clients the plan names (`client_rows`).
+    client_row: np.ndarray | None = None
 
     @property
     def population(self) -> bool:
@@ -123,6 +126,7 @@ class ExecutionPlan:
             fill_pre=None if self.fill_pre is None else self.fill_pre[:stop],
             local_steps=None if self.local_steps is None else self.local_steps[:stop],
             buffer=None if self.buffer is None else self.buffer[:stop],
+            client_row=None if self.client_row is None else self.client_row[:stop],
         )
 
     def waves(self, start: int, stop: int, max_width: int) -> list[tuple[int, int]]:
@@ -410,3 +414,23 @@ def plan_of(
     if eval_every_seconds is None:
         return plan
     return dataclasses.replace(plan, evals=eval_points_in_time(trace.time, eval_every_seconds))
+
+
+def client_rows(plan: ExecutionPlan) -> tuple[ExecutionPlan, int]:
+    """The plan with each commit's row among the clients it names (`client_row`: clients
+    numbered in the order of their first commit), and how many it names. A rule with
+    per-client state then needs only that many rows (`rules.with_clients` ``rows``): a client
+    that never commits has its row never read. Persistent workers' plans name each worker."""
+    owners = plan.worker if plan.client is None else plan.client
+    named, first, inverse = np.unique(owners, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # first-commit order, whatever the ids
+    rank = np.empty(named.size, np.int32)
+    rank[order] = np.arange(named.size, dtype=np.int32)
+    return dataclasses.replace(plan, client_row=rank[inverse]), int(named.size)
+
+
+def kept_rows(named: int, n_clients: int) -> int:
+    """The rows a simulator keeps for ``named`` clients of ``n_clients``: the next power of
+    two (at least 64), so that runs whose traces name a few clients more or fewer share one
+    compiled program; every client's where that is not fewer."""
+    return min(int(n_clients), max(64, 1 << max(int(named) - 1, 0).bit_length()))

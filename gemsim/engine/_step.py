@@ -57,6 +57,9 @@ class StepInput(NamedTuple):
     # int32[]: where a FedCompass server put the commit (`ExecutionPlan.buffer`). None for
     # every other protocol: no leaf.
     buffer: jax.Array | None = None
+    # int32[]: the committer's row among the per-client rows kept for the clients a plan
+    # names (`ExecutionPlan.client_row`). None where a rule keeps every client's: no leaf.
+    client_row: jax.Array | None = None
 
 
 def data_owner(inp: StepInput) -> jax.Array:
@@ -181,6 +184,7 @@ def commit_math(
         client=data_owner(inp),
         active=inp.active,
         buffer=0 if inp.buffer is None else inp.buffer,
+        row=inp.client_row,
     )
     theta, server, ws, info = rule.commit(
         carry.theta, carry.server, work.ws, Work(work.x0, work.x, work.acc), ctx
@@ -359,6 +363,7 @@ def step_inputs(plan) -> StepInput:
         pre_pull=plan.fill_pre,
         local_steps=plan.local_steps,
         buffer=plan.buffer,
+        client_row=plan.client_row,
     )
 
 

@@ -11,7 +11,10 @@ per run, the real backends' server holds them, a replay starts from the same row
 A row holds ``client_init(params)`` until its client's first commit: the rule tells a
 client it has not heard from by the row's own content (MIFA's and CA2FL's zero update).
 The memory is N times the row, allocated when the run starts (`client_state_bytes` says
-how much before anything is allocated).
+how much before anything is allocated). A simulator knows its trace before it runs: the rows
+of clients that never commit are never read, so it may keep fewer (``rows``), one for each
+client the trace names, at the row index the engine gives each commit (``ctx.row``,
+`engine.client_rows`); the arithmetic is the same, so are the bits.
 """
 
 from __future__ import annotations
@@ -57,34 +60,43 @@ def client_state_bytes(rule: Rule, params: PyTree, n_clients: int) -> int:
     return int(n_clients) * row
 
 
-def with_clients(rule: Rule, n_clients: int) -> Rule:
+def with_clients(rule: Rule, n_clients: int, rows: int | None = None) -> Rule:
     """``rule`` with every client's row kept in its server state (see the module docstring).
 
     Args:
       rule: a rule that declares ``client_init``.
       n_clients: N, the clients the runs' commits name (``ctx.client`` in [0, N)).
+      rows: the rows kept, if fewer than N: each commit then reads and writes row
+        ``ctx.row`` (the engine's `client_rows`: one row per client its plan names), not
+        ``ctx.client``; in [1, N]. None: N rows, at ``ctx.client``.
 
     Returns:
       A rule without ``client_init``: ``commit`` and ``on_pull`` take the usual arguments.
 
     Raises:
-      ValueError: the rule keeps no per-client state, or ``n_clients`` is not >= 1.
+      ValueError: the rule keeps no per-client state, or ``n_clients`` is not >= 1, or
+        ``rows`` is not in [1, N].
     """
     if rule.client_init is None:
         raise ValueError(f"rule {rule.name!r} keeps no state per client")
-    if isinstance(n_clients, bool) or not isinstance(n_clients, int | np.integer) or n_clients < 1:
-        raise ValueError(f"n_clients must be an integer >= 1, got {n_clients!r}")
-    n_clients = int(n_clients)
+    n_clients = _count("n_clients", n_clients, 1)
+    kept = n_clients if rows is None else _count("rows", rows, 1, n_clients)
+    by_row = kept < n_clients
     client_init, inner_commit = rule.client_init, rule.commit
 
     def init(params, n_workers):
         state = rule.init(params, n_workers)
         row = client_init(params)
-        rows = jax.tree.map(lambda a: jnp.broadcast_to(a, (n_clients, *jnp.shape(a))), row)
+        rows = jax.tree.map(lambda a: jnp.broadcast_to(a, (kept, *jnp.shape(a))), row)
         return RuleState(ClientServer(state.server, rows), state.workers)
 
     def commit(theta, server: ClientServer, ws, work, ctx: CommitContext):
-        client = jnp.asarray(ctx.client, jnp.int32)
+        if by_row and ctx.row is None:
+            raise ValueError(
+                f"rule {rule.name!r} keeps {kept} of {n_clients} clients' rows: its commits "
+                "need their row index (ctx.row, from engine.client_rows)"
+            )
+        client = jnp.asarray(ctx.row if by_row else ctx.client, jnp.int32)
         # The row in buffers of its own: left to itself, XLA fuses its read into every
         # computation that uses it, each then reading the N rows after the commit wrote them
         # in place, and copies all N rows twice a commit to keep the old ones (15x the
@@ -111,3 +123,11 @@ def with_clients(rule: Rule, n_clients: int) -> Rule:
             return inner_pull(ws, theta, server.rule, fresh)
 
     return rule._replace(init=init, commit=commit, on_pull=on_pull, client_init=None)
+
+
+def _count(name: str, value, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be at most n_clients ({high}), got {value!r}")
+    return int(value)

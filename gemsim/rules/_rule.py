@@ -82,6 +82,9 @@ class CommitContext(NamedTuple):
       buffer: where a FedCompass server puts the commit (`gemsim.timing.Compass`): 0 applied
         alone, 1 its general buffer, 2 its arrival group's buffer (applied at the group's
         last commit, ``round_end``); 0 under every other protocol; int32, shape ().
+      row: the committer's row among the per-client rows a simulator keeps for only the
+        clients its trace names (`rules.with_clients` ``rows``, `engine.client_rows`); None
+        where the rows are every client's, at ``client``; int32, shape ().
     """
 
     staleness: jax.Array
@@ -91,6 +94,7 @@ class CommitContext(NamedTuple):
     active: jax.Array | bool = True
     n_clients: int = 1
     buffer: jax.Array | int = 0
+    row: jax.Array | None = None
 
 
 def commit_context(

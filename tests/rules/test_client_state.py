@@ -374,3 +374,155 @@ def test_replaying_a_trace_without_client_ids_on_a_population_is_refused(tmp_pat
     with pytest.raises(ScenarioError, match="keeps state per client, and the trace") as err:
         replay_file(folder, population, out=tmp_path / "r", quiet=True)
     assert "no client column" in str(err.value)
+
+
+# --- rows for only the clients a trace names ------------------------------------------------
+
+WIDE = 200  # clients; a trace of 60 commits on 3 slots names at most 60 of them
+
+
+def wide_plan(seed):
+    spec = timing.ClusterSpec(
+        workers=(timing.WorkerSpec(timing.LogNormal(0.3, 0.5)),) * N_SLOTS,
+        budget=timing.CommitBudget(60),
+        population=timing.Population(WIDE),
+        window=HYPER["K"],
+    )
+    return engine.plan_of(timing.simulate(spec, seed=seed), window=HYPER["K"])
+
+
+def test_client_rows_number_the_named_clients_in_first_commit_order():
+    plan = wide_plan(5)
+    compact, named = engine.client_rows(plan)
+    order = list(dict.fromkeys(plan.client.tolist()))  # clients by their first commit
+    assert named == len(order) < WIDE
+    np.testing.assert_array_equal(compact.client_row, [order.index(c) for c in plan.client])
+    assert compact.truncated(10).client_row.tolist() == compact.client_row[:10].tolist()
+    assert [engine.kept_rows(n, 10_000) for n in (1, 64, 65, 600)] == [64, 64, 128, 1024]
+    assert engine.kept_rows(600, 700) == 700 and engine.kept_rows(3, 40) == 40
+
+
+@pytest.mark.bitexact
+@pytest.mark.parametrize("kind", [engine.SequentialExecutor, engine.WavefrontExecutor])
+@pytest.mark.parametrize("name", list(REFERENCES))
+def test_rows_for_the_named_clients_only_give_the_same_bits(name, kind):
+    """The rows of clients that never commit are never read: keeping only the named ones
+    (first-commit order) changes no bit of the parameters or of the rule's own state, and
+    each kept row is its client's row of the full table; the others stayed zero."""
+    prob = problems.make_problem(SPEC, None, batch_size=1, seed=0, n_workers=WIDE)
+    plan = wide_plan(5)
+    compact, named = engine.client_rows(plan)
+    order = list(dict.fromkeys(plan.client.tolist()))
+
+    def run(rule, p):
+        with jax.numpy_dtype_promotion("standard"):
+            ex = kind(rule, prob, params=prob.init_params, n_workers=N_SLOTS, chunk=16)
+            return ex.execute(p)
+
+    full = run(rules.with_clients(make_rule(name), WIDE), plan)
+    small = run(rules.with_clients(make_rule(name), WIDE, rows=named), compact)
+    np.testing.assert_array_equal(small.params["theta"], full.params["theta"])
+    leaves = jax.tree.leaves(small.server_state.rule), jax.tree.leaves(full.server_state.rule)
+    for a, b in zip(*leaves, strict=True):
+        np.testing.assert_array_equal(a, b)
+    rows, table = small.server_state.clients["theta"], full.server_state.clients["theta"]
+    assert rows.shape == (named, DIM) and table.shape == (WIDE, DIM)
+    np.testing.assert_array_equal(rows, table[order])
+    assert not table[np.setdiff1d(np.arange(WIDE), order)].any()
+    assert np.abs(rows).max() > 0
+
+
+@pytest.mark.bitexact
+def test_runs_together_keep_the_rows_the_most_named_need():
+    """Runs of two traces (naming different clients) executed together in the rows of the
+    larger: each run's bits are those of its run alone with every client's row."""
+    prob = problems.make_problem(SPEC, None, batch_size=1, seed=0, n_workers=WIDE)
+    plans = [engine.client_rows(wide_plan(seed)) for seed in (5, 6)]
+    rows = max(named for _, named in plans)
+    rule = make_rule("ca2fl")
+    with jax.numpy_dtype_promotion("standard"):
+        many = engine.ManyRunsExecutor(
+            lambda _: rules.with_clients(rule, WIDE, rows=rows),
+            engine.RunInputs(plans[0][0], prob, prob.init_params, {}),
+            n_workers=N_SLOTS,
+        )
+        together = many.execute([engine.RunInputs(p, prob, prob.init_params, {}) for p, _ in plans])
+        for (plan, _), got in zip(plans, together, strict=True):
+            plain = dataclasses.replace(plan, client_row=None)
+            alone = engine.SequentialExecutor(
+                rules.with_clients(rule, WIDE), prob, params=prob.init_params, n_workers=N_SLOTS
+            ).execute(plain)
+            np.testing.assert_array_equal(got.params["theta"], alone.params["theta"])
+
+
+def test_fewer_rows_need_the_commits_row_and_a_count_in_range(problem):
+    rule = make_rule("ca2fl")
+    with pytest.raises(ValueError, match=r"rows must be at most n_clients \(12\), got 13"):
+        rules.with_clients(rule, N_CLIENTS, rows=13)
+    with pytest.raises(ValueError, match="rows must be an integer >= 1, got 0"):
+        rules.with_clients(rule, N_CLIENTS, rows=0)
+    fewer = rules.with_clients(rule, N_CLIENTS, rows=4)
+    with jax.numpy_dtype_promotion("standard"):
+        state = fewer.init(problem.init_params, N_SLOTS)
+        assert state.server.clients["theta"].shape == (4, DIM)
+        x = problem.init_params
+        ws = jax.tree.map(lambda a: a[0], state.workers)
+        with pytest.raises(ValueError, match=r"keeps 4 of 12 clients' rows.*ctx\.row"):
+            fewer.commit(x, state.server, ws, rules.Work(x, x, x), rules.commit_context(0))
+
+
+def test_a_run_keeps_the_rows_of_the_clients_its_trace_names(tmp_path, monkeypatch):
+    """Through `gemsim run` (one by one and executed together): a population of 300 whose
+    trace names at most 24 clients keeps 64 rows; its results are those of every row kept."""
+    from gemsim.app.execute import _simulated
+
+    doc = scenario_doc(
+        {"rule": "ca2fl", "lr": 0.05, "window": 2, "buffer": 3},
+        clients={"population": 300, "concurrency": 3},
+        sweep={"optimizer.lr": [0.05, 0.08]},
+    )
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    kept = []
+    named_rows = _simulated.named_rows
+    monkeypatch.setattr(
+        _simulated, "named_rows", lambda *a: kept.append(named_rows(*a)[1]) or named_rows(*a)
+    )
+    frames = {}
+    for rows in ("named", "all"):
+        if rows == "all":
+            monkeypatch.setattr(engine, "kept_rows", lambda named, n: n)
+        for together in ("off", 2):
+            doc["engine"] = {"many_runs": together}
+            path.write_text(yaml.safe_dump(doc))
+            out = tmp_path / f"{rows}-{together}"
+            with jax.numpy_dtype_promotion("standard"):
+                run_file(path, out=out, quiet=True)
+            frames[rows, together] = load_results(out).sort_values(["run_id", "commit"])
+    assert 64 in kept and None in kept
+    cols = ["run_id", "commit", "batch_loss", "update_norm", "train_loss"]
+    want = frames["all", "off"][cols].reset_index(drop=True)
+    for key, frame in frames.items():
+        assert len(frame) == 48, key
+        assert frame[cols].reset_index(drop=True).equals(want), key
+
+
+def test_a_compiled_rule_of_one_population_serves_no_other(tmp_path, monkeypatch):
+    """N is in a per-client rule's program (its rows, its mean's divisor): a process that ran
+    a population of 40 runs one of 30 with the same optimizer as a fresh process does."""
+    from gemsim.app.execute import _simulated, _stages
+
+    optimizer = {"rule": "mifa", "lr": 0.05, "window": 2, "buffer": 3}
+    frames = []
+    for population in (40, 30, 30):
+        if len(frames) == 2:  # the last run of 30 compiles afresh
+            monkeypatch.setattr(_simulated, "EXECUTORS", _stages.ExecutorCache())
+        doc = scenario_doc(optimizer, clients={"population": population, "concurrency": 3})
+        path = tmp_path / f"{population}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        out = tmp_path / f"out-{len(frames)}"
+        with jax.numpy_dtype_promotion("standard"):
+            run_file(path, out=out, quiet=True)
+        frames.append(load_results(out)[["commit", "batch_loss", "update_norm", "train_loss"]])
+    assert frames[1].equals(frames[2])
+    assert not frames[0].equals(frames[1])

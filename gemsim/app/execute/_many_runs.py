@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gemsim import config
@@ -30,6 +30,7 @@ class _Prepared:
     executor_key: tuple
     trace_note: Any = None
     clients: Any = None  # a population's per-client report, with the trace
+    rows: int | None = None  # the rows kept for the clients its trace names (`named_rows`)
 
 
 # Compiled many-runs executors, one per signature and lifted fields (per process).
@@ -104,12 +105,12 @@ def execute_many(
 def _prepare(who: RunIdentity, hyper: Mapping[str, float], lifted: tuple[str, ...], traces):
     from gemsim import engine
 
-    _, problem, trace, plan, clients, note = inputs_of(who, None, traces)
+    _, problem, trace, plan, clients, note, rows = inputs_of(who, None, traces)
     run = engine.RunInputs(plan, problem, problem.init_params, dict(hyper))
     signature, floats = config.many_runs_signature(who.expanded.scenario)
     constants = tuple((p, v) for p, v in sorted(floats.items()) if p not in lifted)
     together = (signature, lifted, constants, trace.n_workers)
-    return _Prepared(who, trace, run, together, note, clients)
+    return _Prepared(who, trace, run, together, note, clients, rows)
 
 
 def _execute(ready: list[_Prepared], lifted: tuple[str, ...], progress):
@@ -119,18 +120,28 @@ def _execute(ready: list[_Prepared], lifted: tuple[str, ...], progress):
         return []
     first = ready[0]
     scenario = first.who.expanded.scenario
+    runs, rows = _shared_rows(ready)
 
     def make():
-        rule_of = config.lifted_rule(scenario, lifted)
+        rule_of = config.lifted_rule(scenario, lifted, rows)
         return engine.ManyRunsExecutor(
             rule_of,
-            first.run,
+            runs[0],
             n_workers=first.trace.n_workers,
             chunk=scenario.engine.chunk,
         )
 
-    executor = MANY.get(first.executor_key, make)
-    return executor.execute([p.run for p in ready], progress=progress)
+    executor = MANY.get((*first.executor_key, rows), make)
+    return executor.execute(runs, progress=progress)
+
+
+def _shared_rows(ready: list[_Prepared]):
+    """The runs' inputs and the per-client rows they keep together: the most any of them
+    needs, or every client's (the plans then without their row columns) where one needs all."""
+    if any(p.rows is None for p in ready):
+        runs = [replace(p.run, plan=replace(p.run.plan, client_row=None)) for p in ready]
+        return runs, None
+    return [p.run for p in ready], max(p.rows for p in ready)
 
 
 def _split_by_values(unit, lifted, floats, progress, exc, pad_to, traces) -> list[RunResult]:

@@ -20,7 +20,9 @@ from ._stages import EXECUTORS, build_problem
 
 class Inputs(NamedTuple):
     """What a simulated run executes: its rule and problem, its trace and the plan of it, and
-    where the trace came from (a population's per-client report with it, its store note)."""
+    where the trace came from (a population's per-client report with it, its store note);
+    `rows`: the rows its rule keeps for the clients the trace names, where fewer than all
+    (`named_rows`)."""
 
     rule: Any
     problem: Any
@@ -28,6 +30,7 @@ class Inputs(NamedTuple):
     plan: Any  # engine.Plan
     clients: Any = None  # timing.ClientReport | None
     note: Any = None
+    rows: int | None = None
 
 
 def inputs_of(who: RunIdentity, trace: CommitTrace | None, traces: Traces | None) -> Inputs:
@@ -41,9 +44,30 @@ def inputs_of(who: RunIdentity, trace: CommitTrace | None, traces: Traces | None
     if trace is None:
         (trace, clients), note = (traces or Traces()).timed_for(who)
     period = config.eval_period(scenario)
-    key = (rule.window, tuple(sorted(period.items())))
-    plan = PLANS.get_for(trace, key, lambda: engine.plan_of(trace, window=rule.window, **period))
-    return Inputs(rule, problem, trace, plan, clients, note)
+    owners = config.data_owners(scenario) if config.keeps_client_state(scenario) else None
+    key = (rule.window, tuple(sorted(period.items())), owners)
+
+    def make():
+        plan = engine.plan_of(trace, window=rule.window, **period)
+        return (plan, None) if owners is None else named_rows(plan, owners)
+
+    plan, rows = PLANS.get_for(trace, key, make)
+    if rows is not None:
+        rule = config.build_rule(scenario, rows)
+    return Inputs(rule, problem, trace, plan, clients, note, rows)
+
+
+def named_rows(plan, n_clients: int) -> tuple[Any, int | None]:
+    """``(plan, rows)`` for a rule with per-client state: the plan with each commit's row
+    among the clients its trace names and the rows to keep (`engine.kept_rows`), where fewer
+    than all N; else the plan as it is and None. A client that never commits has its row never
+    read: at N = 10,000 clients of the CNN and 600 commits, 1,024 rows of 0.6 MiB are kept
+    instead of 6.1 GiB, and the bits are the same."""
+    from gemsim import engine
+
+    with_rows, named = engine.client_rows(plan)
+    rows = engine.kept_rows(named, n_clients)
+    return (with_rows, rows) if rows < n_clients else (plan, None)
 
 
 PLANS = Lru(8)
@@ -62,8 +86,8 @@ def simulated_run(
     population's per-client report with it, comes from `traces` (a sweep's trace store), or
     is simulated here."""
     started, started_at = time.perf_counter(), utc_now()
-    rule, problem, trace, plan, clients, note = inputs_of(who, trace, traces)
-    executor = EXECUTORS.get(who.expanded.scenario, rule, problem, trace.n_workers)
+    rule, problem, trace, plan, clients, note, rows = inputs_of(who, trace, traces)
+    executor = EXECUTORS.get(who.expanded.scenario, rule, problem, trace.n_workers, rows)
     out = executor.execute(plan, problem=problem, params=problem.init_params, progress=progress)
     return Produced(
         trace,

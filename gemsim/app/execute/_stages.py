@@ -166,7 +166,9 @@ class ExecutorCache:
     def __init__(self, size: int = 8):
         self._items = Lru(size)
 
-    def get(self, scenario: Scenario, rule, problem, n_workers: int):
+    def get(self, scenario: Scenario, rule, problem, n_workers: int, rows: int | None = None):
+        """The compiled executor of `rule` (its per-client state in `rows` rows, where a run
+        keeps those of the clients its trace names) on `problem` for `n_workers`."""
         import jax
 
         from gemsim import engine
@@ -179,6 +181,9 @@ class ExecutorCache:
             jax.tree_util.tree_structure(problem),
             n_workers,
             scenario.engine.chunk,
+            # A rule's per-client state has N in its program (its rows, its mean's divisor).
+            config.data_owners(scenario) if config.keeps_client_state(scenario) else None,
+            rows,
         )
         executor = self._items.get(
             key,
