@@ -10,6 +10,7 @@ from ._build import eval_period as eval_period
 from ._build import keeps_client_state as keeps_client_state
 from ._build import problem_args as problem_args
 from ._build import problem_sizes as problem_sizes
+from ._build import reads_every_client as reads_every_client
 from ._data_split import claim_field as claim_field
 from ._data_split import client_weights as client_weights
 from ._data_split import data_owners as data_owners

@@ -247,6 +247,12 @@ def keeps_client_state(scenario: Scenario) -> bool:
     return scenario.optimizer is not None and scenario.optimizer.build().client_init is not None
 
 
+def reads_every_client(scenario: Scenario) -> bool:
+    """Whether the scenario's rule reads every client's row at some commits
+    (`Rule.client_table`: FedCompass's general buffer, at a group's close)."""
+    return scenario.optimizer is not None and scenario.optimizer.build().client_table
+
+
 def _population(scenario: Scenario, *, weigh: bool) -> timing.Population | None:
     """A population's timing model; weighted by data size, the clients' shard sizes (`weigh`
     False: checks that must not touch data files draw uniformly instead)."""

@@ -252,8 +252,8 @@ def _rule_name(optimizer: Any) -> str:
 
 
 def _check_compass(scenario: Scenario) -> None:
-    """FedCompass's scheduler where it is defined (`timing.Compass`): persistent workers
-    that stay up, no protocol of another kind, no queueing server."""
+    """FedCompass's scheduler where it is defined (`timing.Compass`): workers, or a
+    population's clients, that stay up, no protocol of another kind, no queueing server."""
     given = scenario.server.protocol
     if given is not None and given.build() != timing.Async():
         raise ValueError(

@@ -102,11 +102,13 @@ def _check_population(scenario: Scenario) -> None:
             "give budget.commits or budget.seconds"
         )
     protocol = resolve_protocol(scenario)
-    if protocol.name == "compass":
-        raise ValueError(
-            "clients: rule 'fedcompass' schedules persistent workers (its paper's cross-silo "
-            "clients, each its own worker); allowed: workers without a `clients` population"
-        )
+    if protocol.name == "compass":  # its scheduler over the population's clients
+        if clients.churn is not None or clients.availability is not None:
+            raise ValueError(
+                "clients: rule 'fedcompass' groups clients that stay up (a group waits for "
+                "its members); allowed: no clients.churn and no clients.availability"
+            )
+        return
     if protocol.name != "async":
         given = "" if scenario.server.protocol is not None else " (the default for this rule)"
         raise ValueError(

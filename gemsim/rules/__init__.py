@@ -28,6 +28,7 @@ from gemsim.rules._fedasync import fedasync as fedasync
 from gemsim.rules._fedbuff import FedbuffState as FedbuffState
 from gemsim.rules._fedbuff import fedbuff as fedbuff
 from gemsim.rules._fedcompass import FedcompassState as FedcompassState
+from gemsim.rules._fedcompass import GeneralRow as GeneralRow
 from gemsim.rules._fedcompass import fedcompass as fedcompass
 from gemsim.rules._gap_aware import GapAwareInfo as GapAwareInfo
 from gemsim.rules._gap_aware import GapAwareState as GapAwareState
@@ -101,6 +102,7 @@ __all__ = [
     "FadasInfo",
     "FadasState",
     "FedcompassState",
+    "GeneralRow",
     "FedasyncInfo",
     "FedbuffState",
     "GapAwareInfo",

@@ -1,7 +1,8 @@
 """Server state per client: a rule's declared row, kept for each of N clients.
 
 A rule that remembers clients declares one client's row (``Rule.client_init``) and reads
-and writes it at the client's commits (``commit(..., cs) -> (..., cs)``). `with_clients`
+and writes it at the client's commits (``commit(..., cs) -> (..., cs)``; a rule that reads
+other clients' rows takes and returns them all, ``Rule.client_table``). `with_clients`
 makes it a plain rule for the engine and both real backends: its server state is
 `ClientServer`, the rule's own state beside every client's row stacked on a leading axis of
 length N, and its commit reads and writes the row of ``ctx.client``. Nothing else changes
@@ -82,7 +83,7 @@ def with_clients(rule: Rule, n_clients: int, rows: int | None = None) -> Rule:
     n_clients = _count("n_clients", n_clients, 1)
     kept = n_clients if rows is None else _count("rows", rows, 1, n_clients)
     by_row = kept < n_clients
-    client_init, inner_commit = rule.client_init, rule.commit
+    client_init, inner_commit, table = rule.client_init, rule.commit, rule.client_table
 
     def init(params, n_workers):
         state = rule.init(params, n_workers)
@@ -97,6 +98,12 @@ def with_clients(rule: Rule, n_clients: int, rows: int | None = None) -> Rule:
                 "need their row index (ctx.row, from engine.client_rows)"
             )
         client = jnp.asarray(ctx.row if by_row else ctx.client, jnp.int32)
+        if table:  # the rule reads other clients' rows and keeps the padding's itself
+            ctx = ctx._replace(n_clients=n_clients, row=client)
+            theta, inner, ws, info, rows = inner_commit(
+                theta, server.rule, ws, work, ctx, server.clients
+            )
+            return theta, ClientServer(inner, rows), ws, info
         # The row in buffers of its own: left to itself, XLA fuses its read into every
         # computation that uses it, each then reading the N rows after the commit wrote them
         # in place, and copies all N rows twice a commit to keep the old ones (15x the
@@ -122,7 +129,9 @@ def with_clients(rule: Rule, n_clients: int, rows: int | None = None) -> Rule:
         def on_pull(ws, theta, server: ClientServer, fresh):
             return inner_pull(ws, theta, server.rule, fresh)
 
-    return rule._replace(init=init, commit=commit, on_pull=on_pull, client_init=None)
+    return rule._replace(
+        init=init, commit=commit, on_pull=on_pull, client_init=None, client_table=False
+    )
 
 
 def _count(name: str, value, low: int, high: int | None = None) -> int:

@@ -20,8 +20,10 @@ pulled, and its weight ``server_lr * (tau + 1) ** -staleness_exponent / N`` (N w
 
 A worker whose update is in its group's buffer leaves the general buffer at that aggregation
 (one update per worker: the implementation merges the buffers by worker, the group's last).
-The general buffer has one row per worker, so an aggregation costs O(N params): FedCompass is
-for cross-silo federations of a few tens of clients.
+The general buffer is the rule's per-client state (`rules.with_clients`, one row a client,
+N rows; N the workers, or a population's clients, whose tasks the scheduler then groups), so
+an aggregation costs O(N params): the paper's federations are cross-silo, a few tens of
+clients.
 """
 
 from typing import NamedTuple
@@ -41,16 +43,24 @@ class FedcompassState(NamedTuple):
     """Attributes:
     timestamp: aggregations so far (A); int32, shape ().
     group: the open group's sum of weighted pseudo-gradients, like params.
-    general: each worker's update in the general buffer, params with a leading N axis.
-    general_at: the timestamp each of those was pulled at; int32, shape (N,).
-    general_held: whether worker i has one there; bool, shape (N,).
     """
 
     timestamp: jax.Array
     group: PyTree
-    general: PyTree
-    general_at: jax.Array
-    general_held: jax.Array
+
+
+class GeneralRow(NamedTuple):
+    """A client's row: its update in the general buffer, if it has one there.
+
+    Attributes:
+    update: the update, like params.
+    pulled_at: the timestamp it was pulled at; int32, shape ().
+    held: whether the client has one there; bool, shape ().
+    """
+
+    update: PyTree
+    pulled_at: jax.Array
+    held: jax.Array
 
 
 def fedcompass(
@@ -70,7 +80,9 @@ def fedcompass(
         0.5); >= 0.
 
     Returns:
-      The rule; server state :class:`FedcompassState`, worker state
+      The rule, with per-client state (``client_init``: a :class:`GeneralRow`, the general
+      buffer's, to be kept by ``rules.with_clients``, which gives the commit every row:
+      ``client_table``); server state :class:`FedcompassState`, worker state
       :class:`~gemsim.rules.PulledAt`, info :class:`~gemsim.rules.DelayInfo` (update norm
       0 but at aggregations; weight the commit's own).
 
@@ -85,42 +97,43 @@ def fedcompass(
         raise ValueError(f"fedcompass: staleness_exponent must be >= 0, got {exponent!r}")
 
     def init(params, n_workers):
-        zeros = otu.tree_zeros_like(params)
-        general = jax.tree.map(lambda x: jnp.zeros((n_workers, *x.shape), x.dtype), params)
-        server = FedcompassState(
-            timestamp=_timestamps.zero_stamp(),
-            group=zeros,
-            general=general,
-            general_at=jnp.zeros((n_workers,), jnp.int32),
-            general_held=jnp.zeros((n_workers,), bool),
-        )
+        server = FedcompassState(_timestamps.zero_stamp(), otu.tree_zeros_like(params))
         return _base.RuleState(server, _timestamps.init_pulled(n_workers))
+
+    def client_init(params):
+        return GeneralRow(
+            otu.tree_zeros_like(params), _timestamps.zero_stamp(), jnp.zeros((), bool)
+        )
 
     def weight(tau, n):
         # A run-time rate (as `_base.rate_at_flush`): runs alone and together round alike.
         rate = jnp.asarray(server_lr, jnp.float32)
         return rate * (tau.astype(jnp.float32) + 1.0) ** jnp.float32(-exponent) / n
 
-    def commit(theta, server, ws, work, ctx):
-        c = ctx.client
-        n = server.general_at.shape[0]
+    def commit(theta, server, ws, work, ctx, general: GeneralRow):
+        c, n, live = ctx.row, ctx.n_clients, jnp.asarray(ctx.active, bool)
         tau = _timestamps.delay(server, ws)
         w = weight(tau, n)
         delta = jax.tree.map(jnp.subtract, work.x0, work.x)  # the pseudo-gradient
-        alone, general, grouped = ctx.buffer == ALONE, ctx.buffer == GENERAL, ctx.buffer == GROUP
-        closes = grouped & ctx.round_end
+        alone, grouped = ctx.buffer == ALONE, ctx.buffer == GROUP
+        general_now = (ctx.buffer == GENERAL) & live
+        closes = grouped & ctx.round_end & live
         # The group's sum, with this commit's weighted update where it joins it.
         group = jax.tree.map(lambda s, d: jnp.where(grouped, s + w * d, s), server.group, delta)
-        held = server.general_held.at[c].set(jnp.where(grouped, False, server.general_held[c]))
-        held = held.at[c].set(jnp.where(general, True, held[c]))
-        at = server.general_at.at[c].set(jnp.where(general, ws.pulled_at, server.general_at[c]))
+        held = general.held.at[c].set(jnp.where(grouped & live, False, general.held[c]))
+        held = held.at[c].set(jnp.where(general_now, True, held[c]))
+        at = general.pulled_at.at[c].set(jnp.where(general_now, ws.pulled_at, general.pulled_at[c]))
         kept = jax.tree.map(
-            lambda b, d: b.at[c].set(jnp.where(general, d, b[c])), server.general, delta
+            lambda b, d: b.at[c].set(jnp.where(general_now, d, b[c])), general.update, delta
         )
-        # The general buffer's weighted sum, as it stands at this commit.
-        weights = jnp.where(held, weight(server.timestamp - at, n), 0.0)
-        buffered = jax.tree.map(lambda b: jnp.tensordot(weights, b, axes=1), kept)
-        total = jax.tree.map(jnp.add, group, buffered)
+        # The general buffer's weighted sum, read at a group's close only: it reads every
+        # row (N params), and a population's commits mostly do not close a group.
+        def buffered():
+            weights = jnp.where(held, weight(server.timestamp - at, n), 0.0)
+            return jax.tree.map(lambda b: jnp.tensordot(weights, b, axes=1), kept)
+
+        none = lambda: otu.tree_zeros_like(group)  # noqa: E731 - the branch beside buffered
+        total = jax.tree.map(jnp.add, group, jax.lax.cond(closes, buffered, none))
         update = jax.tree.map(
             lambda t, d: jnp.where(closes, -t, jnp.where(alone, -w * d, jnp.zeros_like(d))),
             total,
@@ -132,13 +145,18 @@ def fedcompass(
         new_server = FedcompassState(
             timestamp=timestamp,
             group=otu.tree_where(closes, otu.tree_zeros_like(group), group),
-            general=kept,
-            general_at=at,
-            general_held=jnp.where(closes, jnp.zeros_like(held), held),
         )
+        rows = GeneralRow(kept, at, jnp.where(closes, jnp.zeros_like(held), held))
         info = DelayInfo(norm, w, _base.as_float(tau))
-        return new_theta, new_server, PulledAt(timestamp), info
+        return new_theta, new_server, PulledAt(timestamp), info, rows
 
     return _base.local_sgd_rule(
-        "fedcompass", lr, window, init, commit, on_pull=_timestamps.pull_timestamp
+        "fedcompass",
+        lr,
+        window,
+        init,
+        commit,
+        on_pull=_timestamps.pull_timestamp,
+        client_init=client_init,
+        client_table=True,
     )

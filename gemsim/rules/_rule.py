@@ -163,6 +163,11 @@ class Rule(NamedTuple):
         k_sync/k_async with k = 1).
       client_init: ``(params) -> row``: the state the server keeps for each client, as it is
         before the client's first commit (see the module docstring); None: no per-client state.
+      client_table: the commit takes and returns every client's row (stacked, the
+        committer's at ``ctx.row``), not its own: for a rule whose step reads the rows of
+        clients other than the committer (FedCompass's general buffer). It then leaves the
+        rows as they were where ``ctx.active`` is False (the padding of runs executed
+        together).
     """
 
     name: str
@@ -175,6 +180,7 @@ class Rule(NamedTuple):
     on_pull: Callable[..., PyTree] | None = None
     by_rounds: bool = False
     client_init: Callable[[PyTree], PyTree] | None = None
+    client_table: bool = False
 
 
 def stored(tree: PyTree, token: jax.Array) -> PyTree:

@@ -65,15 +65,25 @@ def check_dynamic_window(spec: ClusterSpec) -> None:
 
 
 def check_compass(spec: ClusterSpec) -> None:
-    """FedCompass's scheduler (`_compass_run.py`) on what it is defined for: persistent
-    workers that stay up (cross-silo clients), a server without queueing, its local
-    steps the protocol's own."""
+    """FedCompass's scheduler (`_compass_run.py`, `_compass_population.py`) on what it is
+    defined for: workers, or a population's clients, that stay up, a server without
+    queueing, its local steps the protocol's own."""
     protocol = spec.protocol
     if not isinstance(protocol, Compass):
         return
     where = "ClusterSpec.protocol Compass"
-    if spec.population is not None:
-        raise ValueError(f"{where}: for persistent workers (its clients); got a population")
+    population = spec.population
+    if population is not None and (population.churn is not None or population.availability):
+        raise ValueError(
+            f"{where}: a population's clients that stay up (its groups wait for their "
+            f"members); got churn {population.churn!r} and availability "
+            f"{'given' if population.availability else None}; allowed: neither"
+        )
+    if spec.dynamic_window is not None:
+        raise ValueError(
+            f"{where}: dynamic_window {spec.dynamic_window!r}; allowed: None (the "
+            f"scheduler gives each task its steps)"
+        )
     for i, ws in enumerate(spec.workers):
         # A slowdown only stretches a task: the scheduler's estimates follow it.
         given = [name for name in lives_given(ws) if name != "slowdowns"]
@@ -138,9 +148,10 @@ def check_population(spec: ClusterSpec) -> None:
                 f"{name} of their own, got {getattr(slot, name)!r}; allowed: the "
                 f"default (give the clients' churn and availability in the Population)"
             )
-    if not isinstance(spec.protocol, Async):
+    if not isinstance(spec.protocol, Async | Compass):
         raise ValueError(
-            f"ClusterSpec.protocol: a population runs under the async protocol only, got "
+            f"ClusterSpec.protocol: a population runs under the async protocol (or "
+            f"FedCompass's scheduler) only, got "
             f"{spec.protocol!r}"
         )
     if isinstance(spec.budget, StepsBudget):

@@ -25,6 +25,8 @@ is given its steps when it is assigned, and the worker joins an arrival group:
 
 Each task's compute time is the sum of its own steps' draws of its worker's per-batch stream.
 The trace's ``local_steps`` column holds each row's steps and ``buffer`` where it went.
+Over a population, `_compass_population.py` runs the same scheduler with the estimates kept
+per client (``who[w]``: the client of slot w's task).
 """
 
 from __future__ import annotations
@@ -55,12 +57,15 @@ class CompassRun:
 
     rounds = True
 
-    def __init__(self, state: SimState, protocol: Compass) -> None:
+    def __init__(self, state: SimState, protocol: Compass, n_clients: int | None = None) -> None:
         self.state = state
         self.p = protocol
         n = state.spec.n_workers
         state.round_ends = []
-        self.speed: list[float | None] = [None] * n  # seconds per step, estimated
+        # Seconds per step, estimated for each client (a worker is its own; a population's
+        # slot w serves client ``who[w]``, `_compass_population.py`); None: not seen yet.
+        self.speed: list[float | None] = [None] * (n if n_clients is None else n_clients)
+        self.who = list(range(n))
         self.steps = [protocol.q_max] * n  # the task's local steps
         self.assigned = [0.0] * n  # when the task was assigned
         self.group = [-1] * n
@@ -96,9 +101,10 @@ class CompassRun:
         state.arrived[w] = now
         state.waits[w] = None
         observed = (now - self.assigned[w]) / self.steps[w]
-        old = self.speed[w]
+        c = self.who[w]
+        old = self.speed[c]
         m = self.p.speed_momentum
-        self.speed[w] = observed if old is None else (1 - m) * old + m * observed
+        self.speed[c] = observed if old is None else (1 - m) * old + m * observed
         g = self.group[w]
         if g < 0:
             self.kind[w] = ALONE
@@ -145,10 +151,11 @@ class CompassRun:
     def committed(self, w: int, k: int, live: bool) -> None:
         """Row ``k - 1`` is worker ``w``'s: a worker applied alone or put in the general
         buffer is assigned and pulls now; a group's members once its last row is in."""
-        del k, live
+        del live
         kind = self.kind[w]
         self.row_steps.append(self.steps[w])
         self.row_buffers.append(kind)
+        self._row(w, k)
         state = self.state
         now = state.env._now
         if kind == GROUP:
@@ -158,21 +165,33 @@ class CompassRun:
                 return
             self.flushes.popleft()
             state.close_round()
-            members = sorted(flush[0], key=lambda v: self.speed[v])  # stable: arrival order
+            speed, who = self.speed, self.who
+            members = sorted(flush[0], key=lambda v: speed[who[v]])  # stable: arrival order
             for v in members:
-                self._assign(v, now)
-                self.arm(v, True)
+                self._next(v, now)
             return
         if kind == ALONE:
             state.close_round()
+        self._next(w, now)
+
+    def _row(self, w: int, k: int) -> None:
+        """Row ``k - 1`` is worker ``w``'s (a population notes its client)."""
+
+    def _next(self, w: int, now: float) -> None:
+        """Worker ``w`` takes its next task now and pulls."""
         self._assign(w, now)
         self.arm(w, True)
 
     # -- groups ----------------------------------------------------------------------------
 
     def _assign(self, w: int, now: float) -> None:
-        """Worker ``w``'s next task: its steps and its arrival group."""
-        p, s = self.p, self.speed[w]
+        """Worker ``w``'s next task: its steps and its arrival group (a client not seen yet:
+        ``q_max`` steps in no group, as every worker's first task)."""
+        p, speed, who = self.p, self.speed, self.who
+        s = speed[who[w]]
+        if s is None:
+            self._task(w, now, -1, p.q_max)
+            return
         if not self.groups:
             self._create(w, now, p.q_max)
             return
@@ -189,7 +208,7 @@ class CompassRun:
         best_q = -1
         for group in self.groups.values():
             if now < group.latest:
-                fastest = min(self.speed[v] for v in (*group.pending, *group.arrived))
+                fastest = min(speed[who[v]] for v in (*group.pending, *group.arrived))
                 q = math.floor((group.latest + fastest * p.q_max - now) / s)
                 if q <= p.q_max:
                     best_q = max(best_q, q)
@@ -200,7 +219,7 @@ class CompassRun:
         self._create(w, now, best_q)
 
     def _create(self, w: int, now: float, q: int) -> None:
-        s = self.speed[w]
+        s = self.speed[self.who[w]]
         g = self.created
         self.created += 1
         latest = now + q * s * self.p.latest

@@ -38,7 +38,8 @@ equal parameters at every version inside a round.
   step from its arrivals and gives each task a number of local steps (between ``q_min`` and
   ``q_max``) so that the workers of an arrival group finish together; a group is aggregated
   when its last member arrives or at its latest arrival time (``latest`` times its expected
-  one), members arriving later wait in a general buffer. `gemsim.timing._compass_run`.
+  one), members arriving later wait in a general buffer. `gemsim.timing._compass_run`; over
+  a population's clients (estimates per client), `gemsim.timing._compass_population`.
 """
 
 from __future__ import annotations

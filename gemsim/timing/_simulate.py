@@ -9,6 +9,7 @@ import simpy
 from gemsim.trace import CommitTrace
 
 from ._cluster import ClusterSpec
+from ._compass_population import CompassPopulationRun
 from ._compass_run import CompassRun
 from ._link import SharedLink
 from ._lives import down_intervals
@@ -59,10 +60,10 @@ def simulate_run(spec: ClusterSpec, seed: int, *, schedule_seed: int | None = No
     schedule = seed if schedule_seed is None else _seed("schedule_seed", schedule_seed)
     env = simpy.Environment()
     state = SimState(env, spec, seed, schedule)
+    if isinstance(spec.protocol, Compass):
+        return _compass_run(env, state, spec.protocol, spec.population, seed, schedule)
     if spec.population is not None:
         return _population_run(env, state, spec.population, seed, schedule)
-    if isinstance(spec.protocol, Compass):
-        return _compass_run(env, state, spec.protocol)
     if spec.shared_link:
         SharedLink(state).install()
     protocol = server_run(state, spec)  # after the link: a stop wraps the link's cycles
@@ -94,17 +95,31 @@ def _population_run(
     return Simulation(trace, worker_report(state, duration), run.report(duration))
 
 
-def _compass_run(env: simpy.Environment, state: SimState, protocol: Compass) -> Simulation:
-    """FedCompass's scheduler over persistent workers that stay up (`_compass_run.py`)."""
-    run = CompassRun(state, protocol)
+def _compass_run(
+    env: simpy.Environment,
+    state: SimState,
+    protocol: Compass,
+    population: Population | None = None,
+    seed: int = 0,
+    schedule: int = 0,
+) -> Simulation:
+    """FedCompass's scheduler over persistent workers (`_compass_run.py`) or a population's
+    clients (`_compass_population.py`), who stay up."""
+    if population is None:
+        run = CompassRun(state, protocol)
+    else:
+        run = CompassPopulationRun(state, protocol, population, seed, schedule)
     Server(env, state, run)
     run.begin()
     env.run()
     duration = state.duration()
     run.finish(duration)
     steps, buffer = run.columns()
-    trace = state.to_trace(local_steps=steps, buffer=buffer)
-    return Simulation(trace, worker_report(state, duration))
+    if population is None:
+        trace = state.to_trace(local_steps=steps, buffer=buffer)
+        return Simulation(trace, worker_report(state, duration))
+    trace = state.to_trace(run.clients, population.n_clients, steps, buffer)
+    return Simulation(trace, worker_report(state, duration), run.report(duration))
 
 
 def _seed(name: str, value: object) -> int:

@@ -220,13 +220,16 @@ class SimState:
         self.waits[w] = timer
         heappush(env._queue, (env._now + delay, self.rank[w], next(env._eid), timer))
 
-    def _tracked_arm(self, w: int, pull: bool, steps: int = 1) -> None:
+    def _tracked_arm(self, w: int, pull: bool, steps: int = 1, speed: float = 1.0) -> None:
         """`_arm` that also notes when the compute starts and stretches it by slowdowns;
-        ``steps``: the task's own mini-batches, one draw each (FedCompass's tasks)."""
+        ``steps``: the task's own mini-batches, one draw each (FedCompass's tasks), their
+        sum divided by ``speed`` (a population's client's)."""
         env = self.env
         compute, push, pull_draw = self.draws[w]
         p = pull_draw() if pull else 0.0
         c = compute() if steps == 1 else draw_sum(compute, steps)
+        if speed != 1.0:
+            c = c / speed
         now = env._now
         start = now + p
         slow = self.slow[w]

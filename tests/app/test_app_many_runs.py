@@ -158,6 +158,28 @@ def test_auto_runs_short_repeats_of_one_rule_one_by_one_and_a_sweep_together():
     assert _many_runs_plan.unit_size(group[0], len(group), group)[0] == len(group)
 
 
+def test_auto_runs_a_rule_that_reads_every_clients_row_one_by_one():
+    """FedCompass's sum over every client's row runs only at a group's close (a `lax.cond`);
+    executed together, both branches would run at every commit. A sweep of its `server_lr`
+    (which `auto` would otherwise put together) runs one by one; `many_runs: 2` still may."""
+    doc = {
+        "name": "compass",
+        "seed": 0,
+        "workers": {"compute": {"dist": "lognormal", "median": 0.1, "sigma": 0.3}},
+        "clients": {"population": 50, "concurrency": 4},
+        "budget": {"commits": 40},
+        "problem": {"model": {"name": "quadratic", "dim": 8}},
+        "optimizer": {"rule": "fedcompass", "lr": 0.05, "window": 4},
+        "sweep": {"optimizer.server_lr": [0.9, 9.0]},
+    }
+    runs = config.expand(config.parse_scenario(doc, "test"), "test")
+    group = [r.scenario for r in runs]
+    size, why = _many_runs_plan.unit_size(group[0], len(group), group)
+    assert size == 1 and "reads every client's row" in why
+    forced = config.parse_scenario({**doc, "engine": {"many_runs": 2}}, "test")
+    assert _many_runs_plan.unit_size(forced, 2)[0] == 2
+
+
 def test_unit_sizes_are_as_equal_as_they_can_be():
     scenario = config.parse_scenario({**SWEEP, "engine": {"many_runs": 4}}, "test")
     assert _many_runs_plan.unit_size(scenario, 10)[0] == 4  # three units: 4, 4 and 2 padded

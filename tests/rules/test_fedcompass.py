@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gemsim import config, problems
+from gemsim import config, engine, problems, rules, timing
 from gemsim.app import build_problem, run
 
 ALONE, GENERAL, GROUP = 0, 1, 2  # the trace's `buffer` codes
@@ -104,8 +104,9 @@ def local_update(data, w, first_step, steps, x_pulled, lr):
     return x_pulled - x
 
 
-def fedcompass_replay(trace, data, x0, *, lr, server_lr, exponent, n):
-    """Parameters after each row (versions[k]: after k rows) and what the rounds held."""
+def fedcompass_replay(trace, data, x0, *, lr, server_lr, exponent, n, owner=None):
+    """Parameters after each row (versions[k]: after k rows) and what the rounds held;
+    ``owner``: each row's client (default: its worker; a population's ``client``)."""
     weight = lambda tau: server_lr * (tau + 1.0) ** (-exponent) / n
     versions, applied = [x0.copy()], [0]  # applied[k]: aggregations after k rows
     x, count = x0.copy(), 0
@@ -113,7 +114,7 @@ def fedcompass_replay(trace, data, x0, *, lr, server_lr, exponent, n):
     next_step = {}
     seen = {"general_rounds": 0, "replaced": 0}
     rows = zip(
-        trace.worker.tolist(),
+        (trace.worker if owner is None else owner).tolist(),
         trace.pulled_version.tolist(),
         trace.local_steps.tolist(),
         trace.buffer.tolist(),
@@ -217,3 +218,132 @@ def test_another_staleness_exponent_moves_the_result_far_beyond_the_tolerance(ru
     # The exponent changes the weights only: the schedule is the same.
     other = runs[("lognormal", 1.0)].trace
     assert other.sha256() == result.trace.sha256()
+
+
+# --- over a population ---------------------------------------------------------------------
+
+N_CLIENTS, N_SLOTS = 14, 4
+POPULATION_SPEC = problems.Quadratic(dim=5, condition=5.0, heterogeneity=1.0)
+
+
+class ClientObjectives:
+    """Client c's objective ``0.5 h (x - c_c)^2`` (no noise: every step reads the same)."""
+
+    def __init__(self):
+        self.h = problems.quadratic_curvature(POPULATION_SPEC).astype(np.float64)
+        self.centres = problems.worker_optima(POPULATION_SPEC, 0, N_CLIENTS).astype(np.float64)
+
+    def grad(self, c, step, x):
+        del step
+        return self.h * (x - self.centres[c])
+
+
+def compass_population_trace(n_clients):
+    spec = timing.ClusterSpec(
+        workers=(timing.WorkerSpec(timing.LogNormal(0.01, 0.8)),) * N_SLOTS,
+        budget=timing.CommitBudget(120),
+        population=timing.Population(n_clients, speed=timing.LogNormal(1.0, 0.6)),
+        protocol=timing.Compass(10, 2, 1.2, 0.9),
+        window=10,
+    )
+    return timing.simulate(spec, seed=5)
+
+
+@pytest.fixture(scope="module")
+def population_trace():
+    return compass_population_trace(N_CLIENTS)
+
+
+def population_run(trace, kind=engine.SequentialExecutor, rows=None, plan=None):
+    n = trace.n_clients
+    problem = problems.make_problem(POPULATION_SPEC, None, batch_size=1, seed=0, n_workers=n)
+    rule = rules.fedcompass(lr=HYPER["lr"], window=10, server_lr=HYPER["server_lr"])
+    with jax.numpy_dtype_promotion("standard"):
+        ex = kind(
+            rules.with_clients(rule, n, rows),
+            problem,
+            params=problem.init_params,
+            n_workers=N_SLOTS,
+            chunk=16,
+        )
+        return ex.execute(engine.plan_of(trace, window=10) if plan is None else plan), problem
+
+
+@pytest.mark.parametrize("kind", [engine.SequentialExecutor, engine.WavefrontExecutor])
+def test_a_populations_run_equals_the_replay_with_the_clients_general_buffer(
+    population_trace, kind
+):
+    """Slots serve clients: the general buffer is the clients' (one entry a client, N rows of
+    the rule's per-client state), each weight divided by the population's N."""
+    trace = population_trace
+    assert {ALONE, GENERAL, GROUP} <= set(trace.buffer.tolist())
+    assert len(set(trace.client.tolist())) == N_CLIENTS
+    result, problem = population_run(trace, kind)
+    x0 = np.asarray(problem.init_params["theta"], np.float64)
+    versions, seen = fedcompass_replay(
+        trace, ClientObjectives(), x0, exponent=0.5, n=N_CLIENTS, owner=trace.client, **HYPER
+    )
+    assert seen["general_rounds"] > 0
+    np.testing.assert_allclose(result.params["theta"], versions[-1], rtol=RTOL, atol=ATOL)
+    assert np.abs(versions[-1] - versions[0]).max() > 0.1
+
+
+@pytest.mark.parametrize("kind", [engine.SequentialExecutor, engine.WavefrontExecutor])
+def test_a_populations_rows_for_the_named_clients_only_give_the_same_run(kind):
+    """200 clients, 120 commits: the rows of the clients the trace names, in first-commit
+    order, give the run of all 200 rows, each kept row its client's. To rounding only: the
+    general buffer's weighted sum adds its held rows in row order, which differs."""
+    trace = compass_population_trace(200)
+    plan = engine.plan_of(trace, window=10)
+    compact, named = engine.client_rows(plan)
+    assert named < 100
+    full, _ = population_run(trace, kind, plan=plan)
+    small, _ = population_run(trace, kind, rows=named, plan=compact)
+    np.testing.assert_allclose(small.params["theta"], full.params["theta"], rtol=1e-6, atol=1e-7)
+    order = np.asarray(list(dict.fromkeys(plan.client.tolist())))
+    for a, b in zip(
+        jax.tree.leaves(small.server_state.clients),
+        jax.tree.leaves(full.server_state.clients),
+        strict=True,
+    ):
+        np.testing.assert_allclose(a, b[order], rtol=1e-6, atol=1e-7)
+    assert not np.asarray(full.server_state.clients.held)[np.setdiff1d(range(200), order)].any()
+
+
+def test_a_populations_runs_executed_together_equal_each_run_alone(tmp_path):
+    """Through `gemsim run`: a sweep of `server_lr` over a population of 60 clients, one by
+    one and two at once (each run's rows stacked; the close's `lax.cond` then runs both
+    branches), gives the same rows and parameters."""
+    import yaml
+
+    from gemsim.app import run_file
+    from gemsim.results import load_results, read_params
+
+    doc = {
+        "name": "compass-population",
+        "seed": 2,
+        "workers": {"compute": {"dist": "lognormal", "median": 0.01, "sigma": 0.8}},
+        "clients": {"population": 60, "concurrency": 4},
+        "budget": {"commits": 80},
+        "problem": {"model": MODEL},
+        "optimizer": {"rule": "fedcompass", "lr": 0.05, "window": 6, "min_window": 2},
+        "sweep": {"optimizer.server_lr": [0.9, 4.0]},
+    }
+    params, frames = {}, {}
+    for together in ("off", 2):
+        doc["engine"] = {"many_runs": together}
+        path = tmp_path / f"{together}.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        out = tmp_path / str(together)
+        with jax.numpy_dtype_promotion("standard"):
+            run_file(path, out=out, quiet=True)
+        frames[together] = load_results(out).sort_values(["run_id", "commit"])
+        params[together] = {
+            p.parent.name: read_params(p)["['theta']"] for p in sorted(out.rglob("params.npz"))
+        }
+    assert len(frames["off"]) == 160 and list(params["off"]) == list(params[2])
+    for run_id, theta in params["off"].items():
+        np.testing.assert_allclose(params[2][run_id], theta, rtol=1e-6, atol=1e-7)
+    a, b = (frames[k]["update_norm"].to_numpy() for k in ("off", 2))
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    assert not np.allclose(*params["off"].values())

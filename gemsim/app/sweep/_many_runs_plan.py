@@ -165,6 +165,10 @@ def _auto_cap(scenario: Scenario, group: Sequence[Scenario]) -> tuple[int, str]:
     examples = scenario.problem.batch_size * config.window_of(scenario.optimizer)
     work = params * examples
     platform = _platform()
+    if config.reads_every_client(scenario):
+        # Its sum over every client's row is computed only where a commit needs it (a
+        # `lax.cond`); runs executed together compute both branches at every commit.
+        return 1, "auto: the rule reads every client's row at some commits: one by one"
     if platform == "cpu" and work > AUTO_CPU_WORK:
         return 1, (
             f"auto: {work:,} parameters x examples per commit > {AUTO_CPU_WORK:,}: faster one "
