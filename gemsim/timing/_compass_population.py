@@ -23,13 +23,11 @@ timers assume its members arrive.
 
 from __future__ import annotations
 
-from ._calendar import Calendar, client_speeds, client_up_seconds
+from ._calendar import Calendar, client_speeds
 from ._compass_run import CompassRun
-from ._draws import check_compute
 from ._outcome import TASK_COMMITTED, ClientReport
 from ._population import Population
-from ._population_run import TaskLog
-from ._population_stats import client_report
+from ._population_run import TaskLog, check_slowest, tasks_report
 from ._selection import Selector
 from ._server_protocols import Compass
 from ._state import OFF, SimState
@@ -50,9 +48,8 @@ class CompassPopulationRun(CompassRun):
         super().__init__(state, protocol, n)
         self.population, self.schedule = population, schedule
         self.speeds = client_speeds(population, seed)
-        slowest = float(self.speeds.min())  # the longest tasks must still fit the clock
-        for law, speed in dict.fromkeys((ws.compute, ws.speed) for ws in state.spec.workers):
-            check_compute(law, speed * slowest, protocol.q_max)
+        if population.draws_speeds:  # (at speed 1 the slots' own streams checked it)
+            check_slowest(state.spec.workers, self.speeds, protocol.q_max)
         self.true_speed = memoryview(self.speeds)
         self.busy = bytearray(n)
         self.selector = Selector(population, Calendar(population, schedule), self.busy, seed)
@@ -98,5 +95,4 @@ class CompassPopulationRun(CompassRun):
 
     def report(self, duration: float) -> ClientReport:
         """Per-client speed and tasks (`PopulationRun.report`); every client is up."""
-        up = client_up_seconds(self.population, self.schedule, duration)
-        return client_report(self.speeds, self.tasks.columns(), up)
+        return tasks_report(self.population, self.schedule, self.speeds, self.tasks, duration)

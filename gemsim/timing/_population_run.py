@@ -59,9 +59,7 @@ class PopulationRun:
         self.speed = None
         if population.draws_speeds:
             self.speed = memoryview(self.speeds)  # indexing gives Python floats, fast
-            slowest = float(self.speeds.min())  # the longest tasks must still fit the clock
-            for law, speed in dict.fromkeys((ws.compute, ws.speed) for ws in state.spec.workers):
-                check_compute(law, speed * slowest, state.spec.window)
+            check_slowest(state.spec.workers, self.speeds, state.spec.window)
         # DyLU's own local steps per client (`ClusterSpec.dynamic_window`), else None: the
         # slot's stream gives a whole task's compute time per draw.
         self.windows = None
@@ -264,8 +262,24 @@ class PopulationRun:
         """Per-client speed and tasks started, completed and lost (the per-client sums of
         the run's tasks, which come with them), and each client's time up within the run's
         ``duration`` on the calendar it ran on."""
-        up = client_up_seconds(self.population, self.schedule, duration)
-        return client_report(self.speeds, self.tasks.columns(), up)
+        return tasks_report(self.population, self.schedule, self.speeds, self.tasks, duration)
+
+
+def check_slowest(slots, speeds: np.ndarray, window: int) -> None:
+    """Refuse compute laws whose tasks of ``window`` batches on the slowest client would not
+    fit the clock (`check_compute`)."""
+    slowest = float(speeds.min())
+    for law, speed in dict.fromkeys((ws.compute, ws.speed) for ws in slots):
+        check_compute(law, speed * slowest, window)
+
+
+def tasks_report(
+    population: Population, schedule: int, speeds: np.ndarray, tasks: TaskLog, duration: float
+) -> ClientReport:
+    """The per-client report of a run's tasks (`client_report`), each client's time up
+    within ``duration`` on the calendar of ``schedule``."""
+    up = client_up_seconds(population, schedule, duration)
+    return client_report(speeds, tasks.columns(), up)
 
 
 class TaskLog:

@@ -99,9 +99,9 @@ def _compass_run(
     env: simpy.Environment,
     state: SimState,
     protocol: Compass,
-    population: Population | None = None,
-    seed: int = 0,
-    schedule: int = 0,
+    population: Population | None,
+    seed: int,
+    schedule: int,
 ) -> Simulation:
     """FedCompass's scheduler over persistent workers (`_compass_run.py`) or a population's
     clients (`_compass_population.py`), who stay up."""
