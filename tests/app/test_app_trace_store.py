@@ -310,17 +310,27 @@ def test_timing_processes_started_before_their_work_take_it_then_stop(tmp_path):
 def test_a_sweep_that_fails_its_checks_leaves_no_timing_process(tmp_path, monkeypatch):
     doc = quadratic_doc(seeds=[0, 1, 2])
     doc["problem"] = {"model": {"name": "mlp"}, "dataset": "digits", "batch_size": 10**6}
-    me, started = psutil.Process(), []
+    started, up_during_checks = [], []
     checks = _run_sweep.preflight
 
+    # The sweep's own TraceAhead names its processes: a child found by its command line could
+    # be caught between fork and exec, still showing this process's (seen on a loaded host).
+    class Recorded(_run_sweep.TraceAhead):
+        def __enter__(self):
+            entered = super().__enter__()
+            started.extend(psutil.Process(slot.process.pid) for slot in self._slots)
+            return entered
+
     def preflight(*args, **kwargs):  # the timing processes are up while the checks run
-        started.extend(p for p in me.children() if "spawn_main" in " ".join(p.cmdline()))
+        up_during_checks.extend(p for p in started if p.is_running())
         return checks(*args, **kwargs)
 
+    monkeypatch.setattr(_run_sweep, "TraceAhead", Recorded)
+    monkeypatch.setattr(_run_sweep, "timing_processes", lambda *a: 1)  # on 1 CPU as well
     monkeypatch.setattr(_run_sweep, "preflight", preflight)
     with pytest.raises(config.ScenarioError, match="batch"):
         gemsim.run_file(write_doc(tmp_path, doc), out=tmp_path / "out", quiet=True)
-    assert started
+    assert started and up_during_checks == started
     _, alive = psutil.wait_procs(started, timeout=5)
     assert alive == [] and not (tmp_path / "out").exists()
 
