@@ -15,7 +15,9 @@ A run whose server sends a committing worker the version before its commit
 that the committed row is the one the engine's pre fill writes (`engine.ExecutionPlan.fill_pre`).
 
 Workers with local steps of their own (`windows`, one per worker) run the engine's loop of a
-run-time length, as the engine does for a trace with a `local_steps` column.
+run-time length, as the engine does for a trace with a `local_steps` column; so do the tasks of
+FedCompass's scheduler (`buffered`), each of the steps the server gives it, and its commits
+say where the server put each (`StepInput.buffer`, `round_end` at a group's close).
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class Compiled:
     _put_row: Any
     # each data owner's local steps (a worker's, or a population's client's); None: the rule's
     windows: tuple[int, ...] | np.ndarray | None = None
+    # FedCompass's scheduler: each task's steps are the server's, each commit names its buffer
+    buffered: bool = False
 
     def window_of(self, owner: int) -> int:
         """Mini-batches a commit of data owner ``owner`` holds."""
@@ -73,13 +77,14 @@ class Compiled:
         population: bool = False,
         pull_before_apply: bool = False,
         windows: tuple[int, ...] | np.ndarray | None = None,
+        buffered: bool = False,
     ) -> Compiled:
         params = problem.init_params
         layout = RowLayout.for_rule(rule, params, n_workers)
         row = jnp.zeros((layout.row_size,), jnp.float32)
         zero = jnp.zeros((), jnp.int32)
         pulled = layout.unravel(row)
-        one = None if windows is None else jnp.ones((), jnp.int32)
+        one = None if windows is None and not buffered else jnp.ones((), jnp.int32)
         work = jax.eval_shape(lambda: gradient_phase(rule, problem, pulled, zero, zero, steps=one))
         flat, unravel = ravel_pytree(jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), work))
 
@@ -113,14 +118,22 @@ class Compiled:
             _row_of=jax.jit(lambda rows, owner: jax.tree.map(lambda r: r[owner], rows)),
             _put_row=jax.jit(_put_row, donate_argnums=0),
             windows=windows,
+            buffered=buffered,
         )
 
     # --- worker side -------------------------------------------------------------------
 
-    def gradient(self, row: np.ndarray, owner: int, first_step: int) -> np.ndarray:
+    def gradient(
+        self, row: np.ndarray, owner: int, first_step: int, steps: int | None = None
+    ) -> np.ndarray:
         """The work from a row on the batches of data owner `owner` (the worker, or a
-        population's client) from its mini-batch `first_step`, flat (blocks until computed)."""
-        steps = None if self.windows is None else np.int32(self.windows[owner])
+        population's client) from its mini-batch `first_step`, flat (blocks until computed);
+        `steps`: the task's local steps where the server gives them (`buffered`), else the
+        owner's window."""
+        if self.buffered:
+            steps = np.int32(steps)
+        elif self.windows is not None:
+            steps = np.int32(self.windows[owner])
         flat = self._gradient(self.problem, row, np.int32(owner), np.int32(first_step), steps)
         return np.asarray(flat)
 
@@ -148,22 +161,32 @@ class Compiled:
         )
 
     def commit(
-        self, carry: Carry, commit: int, staleness: int, flat_work: np.ndarray, owner: int = 0
+        self,
+        carry: Carry,
+        commit: int,
+        staleness: int,
+        flat_work: np.ndarray,
+        owner: int = 0,
+        *,
+        buffer: int = 0,
+        round_end: bool = True,
     ):
         """Apply one commit of data owner `owner` (the worker, or a population's client: whose
         per-client state a rule reads): `(carry, StepOutput on the host, the committer's new
-        row)`."""
+        row)`. FedCompass's server (`buffered`) says where it put the commit (`buffer`) and
+        whether it closes a group (`round_end`); every other commit closes its round."""
         inp = StepInput(
             commit=np.int32(commit),
             worker=np.int32(0),  # the row index in the one-row buffer
             staleness=np.int32(staleness),
             first_step=np.int32(0),  # unused by the commit
             active=np.bool_(True),
-            round_end=np.bool_(True),  # the real backends are asynchronous
+            round_end=np.bool_(round_end),
             # Its value is not read by the commit, only whether there is one (static).
             client=np.int32(0) if self.population else None,
             pre_pull=np.bool_(True) if self.pull_before_apply else None,
             owner=np.int32(owner),
+            buffer=np.int32(buffer) if self.buffered else None,
         )
         rows = carry.server.clients if isinstance(carry.server, ClientServer) else None
         before = None if rows is None else self._row_of(rows, np.int32(owner))

@@ -51,6 +51,12 @@ class RealJob:
         """Whether the workers are slots serving a population's clients."""
         return self.spec.population is not None
 
+    @property
+    def compass(self) -> timing.Compass | None:
+        """FedCompass's scheduler, where the server runs it (`gemsim.real._compass`)."""
+        protocol = self.spec.protocol
+        return protocol if isinstance(protocol, timing.Compass) else None
+
     @cached_property
     def windows(self) -> tuple[int, ...] | np.ndarray | None:
         """Each data owner's local steps where they differ (`timing.owner_windows`)."""

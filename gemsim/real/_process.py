@@ -27,6 +27,11 @@ a loss or a wait) pulls the version of that moment, fresh: the trace's `fresh` f
 what the engine's population plan expects. Work whose client went down before the server took
 it is lost: not committed, counted per client (`RealRun.clients`).
 
+FedCompass (`optimizer.rule: fedcompass`): the server runs its scheduler
+(`_compass.CompassServer`, the timing model's decisions on the measured times), holds the works
+that arrive in their group's time and wakes for the groups' timers; each `go` message gives
+the task's steps.
+
 Interrupts: the server's compilations and final evaluation run off the main thread
 (gemsim/real/_background.py), so a KeyboardInterrupt or SIGTERM's `Terminated` reaches it
 within a poll; any exception then kills the workers at once (they hold nothing worth saving)
@@ -48,6 +53,7 @@ from gemsim.types import Progress
 
 from ._background import Background, in_background
 from ._clients import ClientPool
+from ._compass import CompassServer
 from ._job import RealJob, RealRun
 from ._server import WorkerEvent, server_book
 from ._shared import SharedArray
@@ -70,6 +76,8 @@ class ProcessBackend(WorkerProcesses):
         self._restarting: set[int] = set()
         population = job.spec.population
         self.pool = None if population is None else ClientPool(population, job.seed, job.n_workers)
+        protocol = job.compass
+        self.compass = None if protocol is None else CompassServer(protocol, job.n_workers)
 
     def run(self) -> RealRun:
         job = self.job
@@ -124,8 +132,12 @@ class ProcessBackend(WorkerProcesses):
             wake = upcoming.time - now if upcoming is not None else 0.5
             if self.pool is not None and self.pool.waiting:  # when a client may come up
                 wake = min(wake, self.pool.wake_at - now)
+            if self.compass is not None:  # a group's latest time
+                wake = min(wake, self.compass.next_timer() - now)
             self._receive(timeout=min(max(wake, 0.0), 0.5))
             self._serve_pending()
+            if self.compass is not None:
+                self._group_timers(self._clock())
 
     def _schedule(self) -> Iterator[timing.LifeEvent]:
         """Joins, kills and restarts in time order (ties by worker): each worker's late join,
@@ -164,7 +176,13 @@ class ProcessBackend(WorkerProcesses):
         client (none is due to come up)."""
         busy = any(x.state in ("starting", "ready", "working") for x in self._workers.values())
         waiting = self.pool is not None and bool(self.pool.waiting)
-        return not busy and not self._pending and not (waiting and self.pool.wake_at < math.inf)
+        held = self.compass is not None and bool(self.compass.held)
+        return (
+            not busy
+            and not self._pending
+            and not held
+            and not (waiting and self.pool.wake_at < math.inf)
+        )
 
     def _go(self, w: int, *, pull: bool) -> None:
         if self.pool is not None:
@@ -178,7 +196,9 @@ class ProcessBackend(WorkerProcesses):
             self.book.events.append(WorkerEvent(self._clock(), w, "restarted"))
         if self._stopped_if_done(w, self._clock()):  # e.g. its steps were all committed
             return
-        message = ("go", self.book.first_step(w), self._t0, self.book.next_cycle(w), w, 1.0)
+        steps = None if self.compass is None else self.compass.steps[w]
+        cycle = self.book.next_cycle(w, draws=steps)
+        message = ("go", self.book.first_step(w), self._t0, cycle, w, 1.0, steps)
         if self._send(w, message):
             x.state, x.since = "working", self._clock()
 
@@ -209,7 +229,7 @@ class ProcessBackend(WorkerProcesses):
             self.rows.array[w] = self.book.start_task(w)
         first, cycle = self.book.client_first_step(c), self.book.next_cycle(w, c)
         speed = float(self.pool.speeds[c])
-        if self._send(w, ("go", first, self._t0, cycle, c, speed)):
+        if self._send(w, ("go", first, self._t0, cycle, c, speed, None)):
             self._workers[w].state, self._workers[w].since = "working", self._clock()
 
     def _wake_slots(self, now: float) -> None:
@@ -243,6 +263,10 @@ class ProcessBackend(WorkerProcesses):
     def _serve_pending(self) -> None:
         while self._pending and not self.book.done(self._clock()):
             arrived, _, w, compute = heapq.heappop(self._pending)
+            if self.compass is not None:
+                self._compass_arrival(w, compute, arrived)
+                self._receive(timeout=0)
+                continue
             started = self._clock()
             if self.pool is not None and self.pool.lost_by(w, started):
                 self._lose(w, started)
@@ -269,6 +293,82 @@ class ProcessBackend(WorkerProcesses):
             if self._workers[w].state == "working" and not self._stopped_if_done(w, self._clock()):
                 self._go(w, pull=False)
             self._receive(timeout=0)  # later arrivals queue behind the earlier ones
+
+    # --- FedCompass's groups -------------------------------------------------------------
+
+    def _compass_arrival(self, w: int, compute: float, arrived: float) -> None:
+        """Worker `w`'s work arrived (at its send time): committed now, alone or into the
+        general buffer, its worker going on; or held for its group, its worker waiting.
+        Groups whose latest time came before the arrival are aggregated first."""
+        compass = self.compass
+        self._group_timers(arrived)
+        if self.book.done(self._clock()):
+            return
+        full = compass.arrival(w, arrived)
+        kind = compass.kind[w]
+        work = np.array(self.outbox.array[w])
+        if kind == compass.GROUP:
+            compass.hold(w, work, compute, arrived)
+            self._workers[w].state, self._workers[w].since = "held", self._clock()
+            if full:
+                self._aggregate(compass.group[w])
+            return
+        if self._compass_commit(w, work, compute, arrived, kind, kind == compass.ALONE):
+            self._compass_go(w, self._clock())
+
+    def _group_timers(self, now: float) -> None:
+        """Aggregate the groups whose latest time has passed by `now` with members waiting."""
+        for g in self.compass.due(now):
+            if self.book.done(self._clock()):
+                return
+            self._aggregate(g)
+
+    def _aggregate(self, g: int) -> None:
+        """Group `g`'s works are committed in arrival order, the last closing the group; its
+        members take their next tasks, fastest first, pulling the version after it."""
+        held = self.compass.take(g)
+        for i, h in enumerate(held):
+            if self.book.done(self._clock()):
+                return
+            last = i == len(held) - 1
+            if not self._compass_commit(
+                h.worker, h.work, h.compute, h.arrived, self.compass.GROUP, last
+            ):
+                return
+        now = self._clock()
+        for v in self.compass.fastest_first([h.worker for h in held]):
+            self.rows.array[v] = self.book.pull_now(v)
+            self._compass_go(v, now)
+
+    def _compass_commit(
+        self, w: int, work: np.ndarray, compute: float, arrived: float, kind: int, closes: bool
+    ) -> bool:
+        """Commit worker `w`'s work (its task's steps, `kind` its buffer); False where it was
+        non-finite (the run is over)."""
+        row = self.book.commit(
+            w,
+            work,
+            compute=compute,
+            arrived=arrived,
+            started=self._clock(),
+            clock=self._clock,
+            steps=self.compass.steps[w],
+            buffer=kind,
+            round_end=closes,
+        )
+        if self.progress is not None:
+            self.progress(self.book.version, self._total())
+        if row is None:
+            return False
+        self.rows.array[w] = row
+        return True
+
+    def _compass_go(self, w: int, now: float) -> None:
+        """Worker `w` is given its next task at `now` (its row already written)."""
+        self._workers[w].state = "working"
+        if not self._stopped_if_done(w, now):
+            self.compass.next_task(w, now)
+            self._go(w, pull=False)
 
     def _total(self) -> int:
         budget = self.job.spec.budget

@@ -9,6 +9,11 @@ A population's run (`n_clients` given: the workers are K slots serving N clients
 each commit's client, counts mini-batches per client (a client's stream goes on whichever slot
 runs its next task) and commits with a fresh rule state in the committed row (`Compiled`).
 
+Under FedCompass's scheduler (`compass`: `gemsim.real._compass`) each task holds the steps
+the server gave it: a worker's stream goes on from its committed steps, and the trace records
+each commit's steps, its buffer and whether it closed a group (`local_steps`, `buffer`,
+`round_end`).
+
 Under `server.pull: before_apply` (`timing.PullAt.BEFORE_APPLY`) the committing worker's new
 row holds the version its commit was applied to, and the trace records that version as the
 one its next gradient is computed on, as the timing model does.
@@ -56,6 +61,9 @@ class _Columns:
     fresh: list[bool] = field(default_factory=list)
     client: list[int] = field(default_factory=list)  # a population's only
     dropped: list[int] = field(default_factory=list)  # with lost pushes only
+    steps: list[int] = field(default_factory=list)  # FedCompass's only: the three columns
+    buffer: list[int] = field(default_factory=list)
+    round_end: list[bool] = field(default_factory=list)
 
 
 class ServerBook:
@@ -84,6 +92,7 @@ class ServerBook:
         self.committed_rows = self.rows.copy() if n_clients is not None else None
         self.pulled = np.zeros(n, np.int64)  # version each worker's snapshot holds
         self.commits_of = np.zeros(n, np.int64)
+        self.steps_of = np.zeros(n, np.int64)  # committed mini-batches (FedCompass's tasks)
         self.cycles_of = np.zeros(n, np.int64)  # compute draws asked for, lost ones included
         self.draws = draws or (lambda owner: 1)  # a task's draws (`RealJob.task_draws`)
         self.new_life = np.ones(n, bool)  # the worker's next commit is the first of its life
@@ -108,6 +117,8 @@ class ServerBook:
     def first_step(self, worker: int) -> int:
         """The worker's next mini-batch in its stream (committed batches only, as the
         engine counts them: work lost in a crash is computed again)."""
+        if self.compiled.buffered:  # each task its own steps
+            return int(self.steps_of[worker])
         return int(self.commits_of[worker]) * self.compiled.window_of(worker)
 
     def client_first_step(self, client: int) -> int:
@@ -115,14 +126,17 @@ class ServerBook:
         times the window, as the engine's plan counts them (a lost task is computed again)."""
         return int(self.client_commits[client]) * self.compiled.window_of(client)
 
-    def next_cycle(self, worker: int, owner: int | None = None) -> int:
+    def next_cycle(self, worker: int, owner: int | None = None, draws: int | None = None) -> int:
         """The index of the compute draw the worker's computation for `owner` (a population's
         client; else the worker) starts at, over all its lives, the ones lost to a kill
         included: the timing model draws a compute time for each (one per mini-batch where
-        clients take their own local steps), so `timing.EmulatedCompute` takes the draws
-        from `cycle` on as the simulator does after a loss."""
+        clients take their own local steps, or `draws`: a FedCompass task's steps), so
+        `timing.EmulatedCompute` takes the draws from `cycle` on as the simulator does after
+        a loss."""
         cycle = int(self.cycles_of[worker])
-        self.cycles_of[worker] += self.draws(worker if owner is None else owner)
+        if draws is None:
+            draws = self.draws(worker if owner is None else owner)
+        self.cycles_of[worker] += draws
         return cycle
 
     def lost_push(self, worker: int) -> np.ndarray | None:
@@ -158,6 +172,13 @@ class ServerBook:
             return now >= self.budget.seconds
         return False  # a steps budget ends when every worker has stopped
 
+    def pull_now(self, worker: int) -> np.ndarray:
+        """The worker pulls the version of this moment other than at its own commit (a
+        FedCompass group's member once the group is aggregated); returns its row."""
+        self.rows[worker] = self.compiled.pulled_row(self.carry, self.rows[worker], fresh=False)
+        self.pulled[worker] = self.version
+        return self.rows[worker]
+
     def pull(self, worker: int) -> np.ndarray:
         """A new worker process (a late join or a restart) pulls the version of this moment:
         its row gets theta as snapshot and the rule's fresh-pull state; returns the row."""
@@ -192,11 +213,15 @@ class ServerBook:
         started: float,
         clock,
         client: int | None = None,
+        steps: int | None = None,
+        buffer: int = 0,
+        round_end: bool = True,
     ) -> np.ndarray | None:
         """Apply a worker's work atomically; returns its new row, or None if the commit was
         non-finite (the run then stops: the central variable stays the last finite one).
         Times are seconds since the run started; `clock()` reads that clock. A population's
-        commit names the client whose task it ends."""
+        commit names the client whose task it ends; FedCompass's, its task's `steps`, its
+        `buffer` and whether it closes a group (`round_end`)."""
         if (client is not None) != self.compiled.population:
             raise ValueError("a population's commit names its client, and only a population's")
         k = self.version
@@ -204,7 +229,9 @@ class ServerBook:
         owner = worker if client is None else client
         # The carry is donated to the commit, which returns the one before it where it was
         # non-finite: the server keeps its last finite state either way.
-        carry, out, row = self.compiled.commit(self.carry, k, staleness, work, owner)
+        carry, out, row = self.compiled.commit(
+            self.carry, k, staleness, work, owner, buffer=buffer, round_end=round_end
+        )
         self.carry = carry
         finished = clock()
         c = self._cols
@@ -221,6 +248,10 @@ class ServerBook:
             self._committed_row.pop(worker, None)
         if client is not None:
             c.client.append(client)
+        if self.compiled.buffered:
+            c.steps.append(int(steps))
+            c.buffer.append(buffer)
+            c.round_end.append(round_end)
         self.new_life[worker] = False
         self._busy += finished - started
         self._outputs.append(out)
@@ -230,6 +261,8 @@ class ServerBook:
         self.rows[worker] = row
         self.pulled[worker] = k if self.compiled.pull_before_apply else k + 1
         self.commits_of[worker] += 1
+        if steps is not None:
+            self.steps_of[worker] += steps
         if client is not None:
             self.client_commits[client] += 1
             self.committed_rows[worker] = row
@@ -259,10 +292,15 @@ class ServerBook:
             n_clients=self.n_clients,
             local_steps=self._local_steps(),
             dropped=None if self.drops is None else np.asarray(c.dropped, np.int64),
+            round_end=np.asarray(c.round_end, bool) if self.compiled.buffered else None,
+            buffer=np.asarray(c.buffer, np.int64) if self.compiled.buffered else None,
         )
 
     def _local_steps(self) -> np.ndarray | None:
-        """Each commit's mini-batches where workers hold windows of their own (else None)."""
+        """Each commit's mini-batches where workers hold windows of their own, or
+        FedCompass's tasks their steps (else None)."""
+        if self.compiled.buffered:
+            return np.asarray(self._cols.steps, np.int64)
         windows = self.compiled.windows
         if windows is None:
             return None
@@ -303,6 +341,7 @@ def server_book(job: RealJob) -> ServerBook:
         population=job.population,
         pull_before_apply=before,
         windows=job.windows,
+        buffered=job.compass is not None,
     )
     population = job.spec.population
     n_clients = None if population is None else population.n_clients

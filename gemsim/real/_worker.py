@@ -3,9 +3,10 @@
 A fork of `multiprocessing`'s fork server, which imported this module but never computed
 (nothing of the parameter server's JAX state is inherited): it takes the parameter server's
 environment, builds its own rule and problem from the job, compiles the engine's gradient
-phase, says `ready`, then waits for `("go", first_step, t0, cycle, owner, speed)` (the
-next mini-batch in the stream of data owner `owner`, the run's start, which of the timing
-model's compute draws it emulates, and the speed factor that draw is divided by) or
+phase, says `ready`, then waits for `("go", first_step, t0, cycle, owner, speed, steps)`
+(the next mini-batch in the stream of data owner `owner`, the run's start, which of the timing
+model's compute draws it emulates, the speed factor that draw is divided by, and the task's
+local steps where FedCompass's server gives them, one draw each; else None) or
 `("stop",)`. A persistent worker is its own data owner, of speed 1; a population's slot
 computes for whichever client the server gives it. It leaves quietly when the server's end
 of its pipe closes, so that it cannot outlive the run. It ignores SIGINT (started with
@@ -72,27 +73,35 @@ def use_worker_environment(environ: dict[str, str]) -> None:
 def _serve(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) -> None:
     rule, problem = job.build()
     compiled = Compiled.of(
-        rule, problem, job.n_workers, population=job.population, windows=job.windows
+        rule,
+        problem,
+        job.n_workers,
+        population=job.population,
+        windows=job.windows,
+        buffered=job.compass is not None,
     )
     n = job.n_workers
     rows = SharedArray.attach(rows_name, (n, compiled.layout.row_size))
     outbox = SharedArray.attach(outbox_name, (n, compiled.work_size))
     try:
-        compiled.gradient(np.array(rows.array[worker]), worker, 0)  # compile before `ready`
+        # Compiled before `ready` (a task's steps are a run-time value: any count will do).
+        steps = None if job.compass is None else 1
+        compiled.gradient(np.array(rows.array[worker]), worker, 0, steps)
         emulated = EmulatedCompute(job.spec, job.seed, worker)
         conn.send(("ready",))
         while True:
             message = conn.recv()
             if message[0] != "go":
                 return
-            _, first_step, t0, cycle, owner, speed = message
+            _, first_step, t0, cycle, owner, speed, steps = message
             started = time.monotonic()
-            work = compiled.gradient(np.array(rows.array[worker]), owner, first_step)
+            work = compiled.gradient(np.array(rows.array[worker]), owner, first_step, steps)
             if job.emulate_latency:
                 # The timing model's own draw for this cycle, stretched by the worker's
                 # slowdowns at this moment of the run (t0: the run's start, same clock), and
                 # divided by a population's client's speed factor, as the timing model does.
-                target = emulated(cycle, started - t0, job.task_draws(owner)) / speed
+                draws = job.task_draws(owner) if steps is None else steps
+                target = emulated(cycle, started - t0, draws) / speed
                 time.sleep(max(0.0, target - (time.monotonic() - started)))
             compute = time.monotonic() - started
             outbox.array[worker] = work

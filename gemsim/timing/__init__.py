@@ -17,6 +17,7 @@ from ._calendar import client_up_seconds as client_up_seconds
 from ._churn import Churn as Churn
 from ._churn import Slowdowns as Slowdowns
 from ._cluster import ClusterSpec as ClusterSpec
+from ._compass_groups import CompassGroups as CompassGroups
 from ._distributions import DISTRIBUTION_TYPES as DISTRIBUTION_TYPES
 from ._distributions import Constant as Constant
 from ._distributions import Distribution as Distribution

@@ -26,52 +26,31 @@ is given its steps when it is assigned, and the worker joins an arrival group:
 Each task's compute time is the sum of its own steps' draws of its worker's per-batch stream.
 The trace's ``local_steps`` column holds each row's steps and ``buffer`` where it went.
 Over a population, `_compass_population.py` runs the same scheduler with the estimates kept
-per client (``who[w]``: the client of slot w's task).
+per client (``who[w]``: the client of slot w's task). The decisions themselves, without a
+clock, are `_compass_groups.py`'s, which the real backends' servers make too.
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._compass_groups import ALONE, GROUP, CompassGroups
 from ._server_protocols import Compass
 from ._state import QUEUED, WAITING, SimState, Timer, schedule_at
 
-ALONE, GENERAL, GROUP = 0, 1, 2
-"""The trace's ``buffer`` values: applied alone, the general buffer, its group's buffer."""
 
-
-@dataclass
-class _Group:
-    pending: list[int]  # assigned members not arrived yet
-    expected: float  # T: when its members are expected (0 once aggregated)
-    latest: float  # T_max: when it is aggregated at the latest (0 once aggregated)
-    arrived: list[int] = field(default_factory=list)  # waiting in its buffer, in order
-
-
-class CompassRun:
+class CompassRun(CompassGroups):
     """The protocol object of a `Compass` run (see the module docstring)."""
 
     rounds = True
 
     def __init__(self, state: SimState, protocol: Compass, n_clients: int | None = None) -> None:
-        self.state = state
-        self.p = protocol
         n = state.spec.n_workers
+        super().__init__(protocol, n, n if n_clients is None else n_clients)
+        self.state = state
         state.round_ends = []
-        # Seconds per step, estimated for each client (a worker is its own; a population's
-        # slot w serves client ``who[w]``, `_compass_population.py`); None: not seen yet.
-        self.speed: list[float | None] = [None] * (n if n_clients is None else n_clients)
-        self.who = list(range(n))
-        self.steps = [protocol.q_max] * n  # the task's local steps
-        self.assigned = [0.0] * n  # when the task was assigned
-        self.group = [-1] * n
-        self.kind = [ALONE] * n  # where the worker's next row goes
-        self.groups: dict[int, _Group] = {}  # in creation order
-        self.created = 0
         self.flushes: deque[list] = deque()  # aggregations in the server: [members, rows left]
         self.row_steps: list[int] = []
         self.row_buffers: list[int] = []
@@ -100,45 +79,23 @@ class CompassRun:
         now = state.env._now
         state.arrived[w] = now
         state.waits[w] = None
-        observed = (now - self.assigned[w]) / self.steps[w]
-        c = self.who[w]
-        old = self.speed[c]
-        m = self.p.speed_momentum
-        self.speed[c] = observed if old is None else (1 - m) * old + m * observed
-        g = self.group[w]
-        if g < 0:
-            self.kind[w] = ALONE
-        elif now > self.groups[g].latest:
-            group = self.groups[g]
-            group.pending.remove(w)
-            if not group.pending:
-                del self.groups[g]
-            self.kind[w] = GENERAL
-        else:
-            group = self.groups[g]
-            group.pending.remove(w)
-            group.arrived.append(w)
-            self.kind[w] = GROUP
+        full = self.arrival(w, now)
+        if self.kind[w] == GROUP:
             state.begin_wait(w, WAITING)
-            if not group.pending:
-                self._aggregate(g)
+            if full:
+                self._aggregate(self.group[w])
             return
         state.arrive(w, last=True)
 
     def _on_latest(self, timer: Timer) -> None:
         g = timer._value
-        group = self.groups.get(g)
-        if group is not None and group.arrived:  # (an aggregated group's arrived is empty)
+        if self.waiting_in(g):
             self._aggregate(g)
 
     def _aggregate(self, g: int) -> None:
         """Group ``g``'s buffer goes to the server now, its members' rows in arrival order."""
         state = self.state
-        group = self.groups[g]
-        members, group.arrived = group.arrived, []
-        group.expected = group.latest = 0.0
-        if not group.pending:
-            del self.groups[g]
+        members = self.take_group(g)
         self.flushes.append([members, len(members)])
         for w in members:
             state.end_wait(w)
@@ -165,9 +122,7 @@ class CompassRun:
                 return
             self.flushes.popleft()
             state.close_round()
-            speed, who = self.speed, self.who
-            members = sorted(flush[0], key=lambda v: speed[who[v]])  # stable: arrival order
-            for v in members:
+            for v in self.fastest_first(flush[0]):
                 self._next(v, now)
             return
         if kind == ALONE:
@@ -182,55 +137,12 @@ class CompassRun:
         self._assign(w, now)
         self.arm(w, True)
 
-    # -- groups ----------------------------------------------------------------------------
-
     def _assign(self, w: int, now: float) -> None:
-        """Worker ``w``'s next task: its steps and its arrival group (a client not seen yet:
-        ``q_max`` steps in no group, as every worker's first task)."""
-        p, speed, who = self.p, self.speed, self.who
-        s = speed[who[w]]
-        if s is None:
-            self._task(w, now, -1, p.q_max)
-            return
-        if not self.groups:
-            self._create(w, now, p.q_max)
-            return
-        best, best_q = -1, -1
-        for g, group in self.groups.items():
-            q = math.floor((group.expected - now) / s)
-            if q < p.q_min or q < best_q or q > p.q_max:
-                continue
-            best, best_q = g, q
-        if best >= 0:
-            self.groups[best].pending.append(w)
-            self._task(w, now, best, best_q)
-            return
-        best_q = -1
-        for group in self.groups.values():
-            if now < group.latest:
-                fastest = min(speed[who[v]] for v in (*group.pending, *group.arrived))
-                q = math.floor((group.latest + fastest * p.q_max - now) / s)
-                if q <= p.q_max:
-                    best_q = max(best_q, q)
-        if 0 <= best_q < p.q_min:
-            best_q = p.q_min
-        elif best_q < 0:
-            best_q = p.q_max
-        self._create(w, now, best_q)
-
-    def _create(self, w: int, now: float, q: int) -> None:
-        s = self.speed[self.who[w]]
-        g = self.created
-        self.created += 1
-        latest = now + q * s * self.p.latest
-        self.groups[g] = _Group([w], now + q * s, latest)
-        schedule_at(self.state.env, latest, g, self.latest_callbacks)
-        self._task(w, now, g, q)
-
-    def _task(self, w: int, now: float, g: int, q: int) -> None:
-        self.group[w] = g
-        self.steps[w] = q
-        self.assigned[w] = now
+        """Worker ``w``'s next task (`CompassGroups.assign`); a new group's timer is set."""
+        created = self.assign(w, now)
+        if created is not None:
+            g, latest = created
+            schedule_at(self.state.env, latest, g, self.latest_callbacks)
 
     # -- the run's end ---------------------------------------------------------------------
 
