@@ -216,27 +216,13 @@ def check_server_options(scenario: Scenario, protocol: timing.ServerProtocol) ->
         )
 
 
-def check_real_backend(scenario: Scenario, backend: str = "process") -> None:
-    """Refuse what the real backend `backend` cannot do: a rule's stops (a real worker's
-    computation in flight is not interrupted), FedCompass's scheduler on Ray or over a
-    population (only the process backend's server runs it, for persistent workers).
+def check_real_backend(scenario: Scenario) -> None:
+    """Refuse what the real backends cannot do: a rule's stops (a real worker's computation
+    in flight is not interrupted).
 
     Raises:
         ValueError: naming the field and what is allowed.
     """
-    if getattr(scenario.optimizer, "rule", None) == "fedcompass":
-        if backend != "process":
-            raise ValueError(
-                f"optimizer.rule: 'fedcompass' needs its scheduler's arrival groups and "
-                f"timers, which the {backend} backend's server does not run; allowed: "
-                f"--backend process (or simulate it)"
-            )
-        if scenario.clients is not None:
-            raise ValueError(
-                "clients: rule 'fedcompass' over a population runs in simulation only (the "
-                "process backend's server schedules persistent workers); allowed on "
-                "--backend process: workers without `clients:`"
-            )
     field = stops_field(scenario.optimizer)
     if field is not None:
         raise ValueError(

@@ -5,9 +5,9 @@ actors, across machines) run the same protocol: the parameter server applies eac
 work atomically, in arrival order, with the engine's own compiled commit; the workers run
 the engine's own gradient phase. Replaying the recorded trace in the engine must then give
 the same parameters. A population (`clients:`) runs on both: the workers are slots serving
-the clients the server chooses (`_clients.py`). The process backend's server also runs
-FedCompass's scheduler for persistent workers (`_compass.py`): its arrival groups hold works
-until their aggregation.
+the clients the server chooses (`_clients.py`). Both servers also run
+FedCompass's scheduler (`_compass.py`), for workers or a population's clients: its arrival
+groups hold works until their aggregation.
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ from ._server import WorkerEvent as WorkerEvent
 
 def run_backend(name: str, job: RealJob, *, progress=None, address: str | None = None) -> RealRun:
     """Run the job on the named backend; `address` (ray only) joins an existing cluster."""
-    compass = job.compass is not None and name == "process" and not job.population
-    if not isinstance(job.spec.protocol, timing.Async) and not compass:
+    if not isinstance(job.spec.protocol, timing.Async | timing.Compass):
         raise UserError(
             job.name,
-            f"server.protocol: the real backends run the async protocol (and the process "
-            f"backend FedCompass's for persistent workers) only, got "
+            f"server.protocol: the real backends run the async protocol (and FedCompass's "
+            f"scheduler) only, got "
             f"{job.spec.protocol.name!r}; set server.protocol: async (the sync rule then "
             f"applies each commit as its own round)",
         )

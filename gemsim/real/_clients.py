@@ -83,16 +83,18 @@ class ClientPool:
         """Whether the slot's client has gone down by ``now``, when its work is served."""
         return self.down_at[slot] <= now
 
-    def release(self, slot: int, now: float, *, committed: bool) -> int:
+    def release(self, slot: int, now: float, *, committed: bool, row: int | None = None) -> int:
         """The slot's task is over (committed, or lost); returns its client. A client released
         while down brings the waiting slots' wake-up forward to when it comes up, if sooner
-        (it was busy when the wake-up was set)."""
+        (it was busy when the wake-up was set). `row`: a committed task's row in the trace,
+        where tasks are not released in commit order (FedCompass frees a group's slots
+        fastest first); else the next one."""
         now = self._time(now)
         c = self.client_of[slot]
         task = self.task_of[slot]
         if committed:
             self.completed[c] += 1
-            self.tasks.end(task, now, timing.TASK_COMMITTED, self.commits)
+            self.tasks.end(task, now, timing.TASK_COMMITTED, self.commits if row is None else row)
             self.commits += 1
         else:
             self.lost[c] += 1

@@ -53,7 +53,7 @@ from gemsim.types import Progress
 
 from ._background import Background, in_background
 from ._clients import ClientPool
-from ._compass import CompassServer
+from ._compass import HELD, CompassServer
 from ._job import RealJob, RealRun
 from ._server import WorkerEvent, server_book
 from ._shared import SharedArray
@@ -76,13 +76,14 @@ class ProcessBackend(WorkerProcesses):
         self._restarting: set[int] = set()
         population = job.spec.population
         self.pool = None if population is None else ClientPool(population, job.seed, job.n_workers)
-        protocol = job.compass
-        self.compass = None if protocol is None else CompassServer(protocol, job.n_workers)
+        self.compass: CompassServer | None = None
 
     def run(self) -> RealRun:
         job = self.job
         self.book = in_background(server_book, job, name=f"{job.name}-prepare")
         compiled = self.book.compiled
+        if job.compass is not None:
+            self.compass = CompassServer(job.compass, self.book, self.pool, self._clock)
         started = time.perf_counter()
         with ExitStack() as stack:
             shape_rows = (job.n_workers, compiled.layout.row_size)
@@ -137,7 +138,8 @@ class ProcessBackend(WorkerProcesses):
             self._receive(timeout=min(max(wake, 0.0), 0.5))
             self._serve_pending()
             if self.compass is not None:
-                self._group_timers(self._clock())
+                self.compass.aggregate_due(self._clock(), self._compass_go)
+                self._progress()
 
     def _schedule(self) -> Iterator[timing.LifeEvent]:
         """Joins, kills and restarts in time order (ties by worker): each worker's late join,
@@ -227,9 +229,13 @@ class ProcessBackend(WorkerProcesses):
     def _send_task(self, w: int, c: int, *, pull: bool) -> None:
         if pull:
             self.rows.array[w] = self.book.start_task(w)
-        first, cycle = self.book.client_first_step(c), self.book.next_cycle(w, c)
+        steps = None
+        if self.compass is not None:  # the client's task, from the client's own estimate
+            self.compass.who[w] = c
+            steps = self.compass.next_task(w, self._clock())
+        first, cycle = self.book.client_first_step(c), self.book.next_cycle(w, c, steps)
         speed = float(self.pool.speeds[c])
-        if self._send(w, ("go", first, self._t0, cycle, c, speed, None)):
+        if self._send(w, ("go", first, self._t0, cycle, c, speed, steps)):
             self._workers[w].state, self._workers[w].since = "working", self._clock()
 
     def _wake_slots(self, now: float) -> None:
@@ -297,78 +303,31 @@ class ProcessBackend(WorkerProcesses):
     # --- FedCompass's groups -------------------------------------------------------------
 
     def _compass_arrival(self, w: int, compute: float, arrived: float) -> None:
-        """Worker `w`'s work arrived (at its send time): committed now, alone or into the
-        general buffer, its worker going on; or held for its group, its worker waiting.
-        Groups whose latest time came before the arrival are aggregated first."""
-        compass = self.compass
-        self._group_timers(arrived)
-        if self.book.done(self._clock()):
-            return
-        full = compass.arrival(w, arrived)
-        kind = compass.kind[w]
+        """Worker `w`'s work arrived (at its send time): committed, its worker going on from
+        its commit, or held for its group, its worker waiting (`CompassServer.arrive`)."""
         work = np.array(self.outbox.array[w])
-        if kind == compass.GROUP:
-            compass.hold(w, work, compute, arrived)
-            self._workers[w].state, self._workers[w].since = "held", self._clock()
-            if full:
-                self._aggregate(compass.group[w])
-            return
-        if self._compass_commit(w, work, compute, arrived, kind, kind == compass.ALONE):
-            self._compass_go(w, self._clock())
+        # Its work is in: it waits for its next task (handed over at once, or at its group's
+        # aggregation, which may be now).
+        self._workers[w].state, self._workers[w].since = "held", self._clock()
+        row = self.compass.arrive(w, work, compute, arrived, self._compass_go)
+        self._progress()
+        if row is not HELD and row is not None:
+            self._compass_go(w, row)
 
-    def _group_timers(self, now: float) -> None:
-        """Aggregate the groups whose latest time has passed by `now` with members waiting."""
-        for g in self.compass.due(now):
-            if self.book.done(self._clock()):
-                return
-            self._aggregate(g)
+    def _compass_go(self, w: int, row: np.ndarray) -> None:
+        """Worker `w`'s next task, from `row` (its committed row, or pulled after its group);
+        a population's slot chooses its next client (its last one released)."""
+        self.rows.array[w] = row
+        self._workers[w].state = "working"
+        if self.pool is not None:
+            self._task(w, pull=False)
+        elif not self._stopped_if_done(w, self._clock()):
+            self.compass.next_task(w, self._clock())
+            self._go(w, pull=False)
 
-    def _aggregate(self, g: int) -> None:
-        """Group `g`'s works are committed in arrival order, the last closing the group; its
-        members take their next tasks, fastest first, pulling the version after it."""
-        held = self.compass.take(g)
-        for i, h in enumerate(held):
-            if self.book.done(self._clock()):
-                return
-            last = i == len(held) - 1
-            if not self._compass_commit(
-                h.worker, h.work, h.compute, h.arrived, self.compass.GROUP, last
-            ):
-                return
-        now = self._clock()
-        for v in self.compass.fastest_first([h.worker for h in held]):
-            self.rows.array[v] = self.book.pull_now(v)
-            self._compass_go(v, now)
-
-    def _compass_commit(
-        self, w: int, work: np.ndarray, compute: float, arrived: float, kind: int, closes: bool
-    ) -> bool:
-        """Commit worker `w`'s work (its task's steps, `kind` its buffer); False where it was
-        non-finite (the run is over)."""
-        row = self.book.commit(
-            w,
-            work,
-            compute=compute,
-            arrived=arrived,
-            started=self._clock(),
-            clock=self._clock,
-            steps=self.compass.steps[w],
-            buffer=kind,
-            round_end=closes,
-        )
+    def _progress(self) -> None:
         if self.progress is not None:
             self.progress(self.book.version, self._total())
-        if row is None:
-            return False
-        self.rows.array[w] = row
-        return True
-
-    def _compass_go(self, w: int, now: float) -> None:
-        """Worker `w` is given its next task at `now` (its row already written)."""
-        self._workers[w].state = "working"
-        if not self._stopped_if_done(w, now):
-            self.compass.next_task(w, now)
-            self._go(w, pull=False)
 
     def _total(self) -> int:
         budget = self.job.spec.budget

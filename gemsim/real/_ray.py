@@ -1,8 +1,8 @@
 """`--backend ray` (extra `gemsim[ray]`): the same protocol with actors, for runs across
 machines.
 
-The parameter server is an actor holding the `ServerBook`; each worker is an actor that
-loops: compute the work on its row, call `server.commit`, get its next row back. An actor
+The parameter server is an actor holding the `ServerBook`; each worker is an actor (both
+classes: gemsim/real/_ray_actors.py) that loops: compute the work on its row, call `server.commit`, get its next row back. An actor
 runs one call at a time, in the order the calls arrive, so the server's mailbox is the FIFO
 commit queue and every commit is atomic. Rows and works travel through Ray's object store.
 Clocks are wall clocks (`time.time`): on several machines they are only as close as NTP
@@ -21,6 +21,14 @@ at most `POLL_S` (a slot asleep in its own actor cannot be woken when a client r
 while down brings the wake-up forward), then asks again; woken slots get their clients in the
 order they began waiting.
 
+FedCompass (`optimizer.rule: fedcompass`): the server actor runs its scheduler
+(`_compass.CompassServer`, as the process backend's server). A worker whose work arrives in its
+group's time is answered `("held", seconds)` and asks again (`poll`) every `HELD_POLL_S`, or
+at its group's latest time if sooner; each call first aggregates the groups whose latest time
+has passed. At a group's aggregation its members' next tasks are prepared, fastest first, and
+each is handed over at the member's next call, which counts as its assignment (the moment a
+process backend's server sends it). Every task reply carries the task's steps.
+
 Interrupts: the driver waits in `ray.get`/`ray.wait`, which let signal handlers run, so
 KeyboardInterrupt (or SIGTERM's `Terminated`, gemsim/app/_signals.py) reaches it within a
 poll; the actors are then killed and a Ray instance this run started is shut down. A local
@@ -30,211 +38,18 @@ were (Ray changes SIGTERM's handling) and abandons a start that a signal interru
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from contextlib import suppress
-
-import numpy as np
 
 from gemsim import _ray_local as ray_local
 from gemsim import timing
 from gemsim.types import Progress
 
-from ._clients import ClientPool
-from ._compiled import Compiled
 from ._job import RealJob, RealRun
-from ._server import WorkerEvent, server_book
+from ._ray_actors import POLL_S, _Server, _Worker
+from ._server import WorkerEvent
 from ._worker import worker_xla_flags
-
-POLL_S = 0.2
-
-
-class _Server:
-    """The parameter-server actor's class (wrapped with `ray.remote` at run time)."""
-
-    def __init__(self, job: RealJob):
-        self.book = server_book(job)
-        self.compiled = self.book.compiled
-        self.compiled.warm_up()
-        population = job.spec.population
-        self.pool = None if population is None else ClientPool(population, job.seed, job.n_workers)
-        self.assigned: dict[int, int] = {}  # woken waiting slot -> its client, until it asks
-        self.incarnation = np.zeros(job.n_workers, np.int64)
-        self.t0 = time.time()
-
-    def start_clock(self) -> float:
-        self.t0 = time.time()
-        return self.t0
-
-    def clock(self) -> float:
-        return time.time() - self.t0
-
-    def pull(self, w: int):
-        """A (re)started worker's first row: the central variable of now, and its
-        incarnation; None when the run is over, or the worker's steps are all committed."""
-        if not self.book.wants_more(w, self.clock()):
-            return None
-        self.incarnation[w] += 1
-        row = self.book.pull(w).copy()
-        first, cycle = self.book.first_step(w), self.book.next_cycle(w)
-        return row, first, cycle, int(self.incarnation[w]), self.t0
-
-    def forget(self, w: int) -> None:
-        """The worker was killed: commits still in flight from it are void."""
-        self.incarnation[w] += 1
-
-    def commit(self, w: int, incarnation: int, work, compute: float, sent: float):
-        """Apply the work; the worker's next `(row, first_step, cycle)`, or None: stop (a
-        population's slot: its next `task` reply)."""
-        started = self.clock()
-        if incarnation != self.incarnation[w] or self.book.done(started):
-            return None
-        if self.pool is not None:
-            return self._commit_task(w, work, compute, sent, started)
-        lost = self.book.lost_push(w)
-        if lost is not None:  # the network lost it: the worker pulls and goes again
-            if not self.book.wants_more(w, self.clock()):
-                return None
-            return lost.copy(), self.book.first_step(w), self.book.next_cycle(w)
-        row = self.book.commit(
-            w, work, compute=compute, arrived=sent - self.t0, started=started, clock=self.clock
-        )
-        if row is None or not self.book.wants_more(w, self.clock()):
-            return None
-        return row.copy(), self.book.first_step(w), self.book.next_cycle(w)
-
-    # --- a population's slots ----------------------------------------------------------
-
-    def task(self, w: int):
-        """A population's slot asks for a task (at its start, after a wait): `("go", row,
-        first_step, cycle, client, speed, t0)`, its row pulled anew; `("wait", seconds)`; or
-        None: stop (the run is over, or no client can come up)."""
-        now = self.clock()
-        if not self.book.wants_more(w, now):
-            return None
-        pool = self.pool
-        for slot, c in pool.woken(now):  # in the order they began waiting
-            self.assigned[slot] = c
-        c = self.assigned.pop(w, None)
-        if c is None and w not in pool.waiting:
-            c = pool.take(w, now)
-        if c is not None:
-            return self._go(w, c, self.book.start_task(w))
-        if math.isinf(pool.wake_at) and not self.assigned and max(pool.client_of) < 0:
-            pool.drop(w, now)  # no slot in a task and no client to come up: nothing will
-            return None
-        return self._wait(now)
-
-    def _wait(self, now: float) -> tuple[str, float]:
-        """Sleep until the calendar's next change, at most POLL_S (see the module docstring)."""
-        return ("wait", min(max(self.pool.wake_at - now, 0.0), POLL_S))
-
-    def _commit_task(self, w: int, work, compute: float, sent: float, started: float):
-        pool = self.pool
-        if pool.lost_by(w, started):  # its client went down: the work is dropped
-            pool.release(w, started, committed=False)
-            return self.task(w)
-        client = pool.client_of[w]
-        row = self.book.commit(
-            w,
-            work,
-            compute=compute,
-            arrived=sent - self.t0,
-            started=started,
-            clock=self.clock,
-            client=client,
-        )
-        if row is None:
-            return None
-        now = self.clock()
-        pool.release(w, now, committed=True)  # before the slot chooses again
-        if not self.book.wants_more(w, now):
-            return None
-        c = pool.take(w, now)
-        if c is None:
-            return self._wait(now)
-        return self._go(w, c, row)  # from the committed row: no pull
-
-    def _go(self, w: int, c: int, row):
-        first, cycle = self.book.client_first_step(c), self.book.next_cycle(w, c)
-        return ("go", row.copy(), first, cycle, c, float(self.pool.speeds[c]), self.t0)
-
-    def progress(self) -> int:
-        return self.book.version
-
-    def done(self) -> bool:
-        return self.book.done(self.clock())
-
-    def finish(self, events: list[WorkerEvent]):
-        self.book.events.extend(events)
-        duration = self.clock()
-        clients = None if self.pool is None else self.pool.report(duration)
-        return self.book.result(), self.book.trace(duration), tuple(self.book.events), clients
-
-
-class _Worker:
-    """A worker actor's class."""
-
-    def __init__(self, w: int, job: RealJob):
-        from gemsim.timing import EmulatedCompute
-
-        rule, problem = job.build()
-        self.w, self.job = w, job
-        self.compiled = Compiled.of(rule, problem, job.n_workers, windows=job.windows)
-        row = self.compiled.initial_rows()[w]
-        self.compiled.gradient(row, w, 0)  # compile before the clock starts
-        self.emulated = EmulatedCompute(job.spec, job.seed, w)
-
-    def ready(self) -> bool:
-        return True
-
-    def run(self, server) -> int:
-        import ray
-
-        if self.job.population:
-            return self._serve_tasks(server)
-        start = ray.get(server.pull.remote(self.w))
-        if start is None:
-            return 0
-        row, first_step, cycle, incarnation, t0 = start
-        commits = 0
-        while True:
-            started = time.time()
-            work = self.compiled.gradient(row, self.w, first_step)
-            if self.job.emulate_latency:
-                # The timing model's draw, stretched by slowdowns at this moment of the run.
-                target = self.emulated(cycle, started - t0)
-                time.sleep(max(0.0, target - (time.time() - started)))
-            compute = time.time() - started
-            reply = ray.get(server.commit.remote(self.w, incarnation, work, compute, time.time()))
-            commits += 1
-            if reply is None:
-                return commits
-            row, first_step, cycle = reply
-
-    def _serve_tasks(self, server) -> int:
-        """A population's slot: tasks for the clients the server gives it, waits between."""
-        import ray
-
-        reply = ray.get(server.task.remote(self.w))
-        commits = 0
-        while reply is not None:
-            if reply[0] == "wait":
-                time.sleep(reply[1])
-                reply = ray.get(server.task.remote(self.w))
-                continue
-            _, row, first_step, cycle, client, speed, t0 = reply
-            started = time.time()
-            work = self.compiled.gradient(row, client, first_step)
-            if self.job.emulate_latency:
-                # The slot's draw divided by its client's speed factor, as the timing model's.
-                target = self.emulated(cycle, started - t0, self.job.task_draws(client)) / speed
-                time.sleep(max(0.0, target - (time.time() - started)))
-            compute = time.time() - started
-            reply = ray.get(server.commit.remote(self.w, 0, work, compute, time.time()))
-            commits += 1
-        return commits
 
 
 def run_ray(job: RealJob, *, progress: Progress | None = None, address: str | None = None):

@@ -84,6 +84,7 @@ class ServerBook:
         self.budget = budget
         self.n_clients = n_clients
         self.client_commits = np.zeros(n_clients or 0, np.int64)  # committed tasks per client
+        self.client_steps = np.zeros(n_clients or 0, np.int64)  # their mini-batches (FedCompass)
         n = compiled.n_workers
         self.carry = compiled.initial_carry()
         self.rows = compiled.initial_rows()  # the rows workers read (copied into shared memory)
@@ -123,7 +124,10 @@ class ServerBook:
 
     def client_first_step(self, client: int) -> int:
         """A population's client's next mini-batch in its own stream: its committed tasks
-        times the window, as the engine's plan counts them (a lost task is computed again)."""
+        times the window, as the engine's plan counts them (a lost task is computed again);
+        under FedCompass, its committed tasks' steps."""
+        if self.compiled.buffered:
+            return int(self.client_steps[client])
         return int(self.client_commits[client]) * self.compiled.window_of(client)
 
     def next_cycle(self, worker: int, owner: int | None = None, draws: int | None = None) -> int:
@@ -265,6 +269,8 @@ class ServerBook:
             self.steps_of[worker] += steps
         if client is not None:
             self.client_commits[client] += 1
+            if steps is not None:
+                self.client_steps[client] += steps
             self.committed_rows[worker] = row
         return row
 

@@ -1,6 +1,7 @@
 """The Ray backend on a local instance: the same protocol as the process backend, so its
 recorded trace must replay to the same parameters; failures kill and restart actors, and a
-stateful rule's run with a late join and a restart replays to the same bits.
+stateful rule's run with a late join and a restart replays to the same bits; FedCompass's
+server runs its scheduler, for workers and for a population's clients.
 
 The protocol is the model's business nowhere (the process backend checks exactness on the
 paper's CNN), so every run uses the quadratic, on one Ray instance started for the module:
@@ -97,4 +98,19 @@ def test_a_population_on_ray_replays_bit_exactly():
     np.testing.assert_array_equal(summary.commits, np.bincount(trace.client, minlength=30))
     assert 0 <= summary.started.sum() - 60 - summary.lost.sum() <= WORKERS
     replay = run(scenario, trace=trace)
+    np.testing.assert_array_equal(flat(replay.params), flat(real.params))
+
+
+@pytest.mark.bitexact
+@pytest.mark.parametrize("case", ["workers", "population"])
+def test_fedcompass_on_ray_runs_its_scheduler_and_replays_bit_exactly(case):
+    """The server actor holds a group's works and its members poll for their next tasks
+    (test_real_compass.py checks the same on the process backend)."""
+    from test_real_compass import SCENARIOS, assert_the_scheduler_ran
+
+    scenario = SCENARIOS[case]()
+    real = run(scenario, backend="ray")
+    assert real.manifest["backend"] == "ray"
+    assert_the_scheduler_ran(real, case)
+    replay = run(scenario, trace=real.trace)
     np.testing.assert_array_equal(flat(replay.params), flat(real.params))

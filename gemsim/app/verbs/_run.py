@@ -97,7 +97,7 @@ def preflight(
                 checked_cluster(scenario, model_bytes=False)
                 done.add(("cluster", cluster_key))
             if backend != "sim":
-                config.check_real_backend(scenario, backend)
+                config.check_real_backend(scenario)
         except (ValueError, OSError, TypeError) as exc:
             problems.append(f"{where}: {exc}")
     if problems:
