@@ -2,11 +2,12 @@
 machines.
 
 The parameter server is an actor holding the `ServerBook`; each worker is an actor (both
-classes: gemsim/real/_ray_actors.py) that loops: compute the work on its row, call `server.commit`, get its next row back. An actor
-runs one call at a time, in the order the calls arrive, so the server's mailbox is the FIFO
-commit queue and every commit is atomic. Rows and works travel through Ray's object store.
-Clocks are wall clocks (`time.time`): on several machines they are only as close as NTP
-keeps them, which affects the recorded queue times, not the order of commits.
+classes: gemsim/real/_ray_actors.py) that loops: compute the work on its row, call
+`server.commit`, get its next row back. An actor runs one call at a time, in the order the
+calls arrive, so the server's mailbox is the FIFO commit queue and every commit is atomic.
+Rows and works travel through Ray's object store. Clocks are wall clocks (`time.time`): on
+several machines they are only as close as NTP keeps them, which affects the recorded queue
+times, not the order of commits.
 
 A worker killed by a scheduled down (failures, churn, an availability trace:
 `timing.life_events`) is replaced by a new actor when the down interval ends;

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import yaml
 from real_helpers import flat, quadratic_scenario, wait_no_children
 from test_real_population import population_scenario
+from typer.testing import CliRunner
 
 from gemsim.app import run
+from gemsim.cli import app
 
 pytestmark = pytest.mark.slow
 
@@ -123,3 +126,15 @@ def test_replay_of_a_fedcompass_run_gives_its_bits(real_and_replay):
     _, real, replay = real_and_replay
     assert replay.status.value == "ok" and len(replay.trace) == COMMITS
     np.testing.assert_array_equal(flat(replay.params), flat(real.params))
+
+
+def test_validate_refuses_fedcompass_before_any_run(tmp_path):
+    """Calibration cannot fit per-batch laws from tasks of their own steps: refused with
+    exit 2 before the real run, nothing written."""
+    doc = compass_scenario().model_dump(mode="json", by_alias=True, exclude_none=True)
+    path, out = tmp_path / "compass.yaml", tmp_path / "out"
+    path.write_text(yaml.safe_dump(doc))
+    result = CliRunner().invoke(app, ["validate", str(path), "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert "FedCompass's scheduler gives each task its own local steps" in result.output
+    assert not out.exists()

@@ -91,6 +91,7 @@ def validate_file(
         raise ScenarioError(str(path), [f"--backend: {backend!r} is not process or ray"])
     expanded = config.expand(scenario, source=str(path))
     preflight(expanded, str(path), needs=("problem", "optimizer"), backend=backend)
+    _check_one_window(str(path), config.build_cluster(scenario), scenario.seed)
     out_dir = Path(out) if out is not None else Path("results") / f"{scenario.name}-validate"
 
     bar = ProgressBar(f"{backend} run", quiet=quiet)
@@ -172,3 +173,21 @@ def _rate(trace: CommitTrace) -> float:
 def _flat(params) -> np.ndarray:
     leaves = [np.ravel(np.asarray(x)) for x in jax.tree.leaves(params)]
     return np.concatenate(leaves) if leaves else np.zeros(0)
+
+
+def _check_one_window(source: str, spec: timing.ClusterSpec, seed: int) -> None:
+    """Refuse, before anything runs, a cluster whose tasks hold local steps of their own
+    (the real run's trace then has a `local_steps` column, from which calibration cannot fit
+    per-batch laws: `gemsim calibrate` refuses it)."""
+    own = timing.owner_windows(spec, seed) is not None
+    if own or isinstance(spec.protocol, timing.Compass):
+        what = "FedCompass's scheduler" if not own else "local steps of the workers' own"
+        raise ScenarioError(
+            source,
+            [
+                f"optimizer: {what} gives each task its own local steps, and calibrating "
+                f"per-batch laws from such a trace is not supported; allowed in validate: "
+                f"workers that share the rule's window (run it with --backend and replay "
+                f"its trace instead)"
+            ],
+        )
