@@ -62,9 +62,12 @@ class RealJob:
         """Each data owner's local steps where they differ (`timing.owner_windows`)."""
         return timing.owner_windows(self.spec, self.seed)
 
-    def task_draws(self, owner: int) -> int:
+    def task_draws(self, owner: int, steps: int | None = None) -> int:
         """Compute draws a task of `owner` takes from its slot's stream: one per mini-batch
-        where a population's clients take their own local steps, else one per task."""
+        where a population's clients take their own local steps or FedCompass's server gives
+        the task its `steps`, else one per task."""
+        if steps is not None:
+            return steps
         if not self.spec.batch_draws or self.windows is None:
             return 1
         return int(self.windows[owner])

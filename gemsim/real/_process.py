@@ -199,7 +199,7 @@ class ProcessBackend(WorkerProcesses):
         if self._stopped_if_done(w, self._clock()):  # e.g. its steps were all committed
             return
         steps = None if self.compass is None else self.compass.steps[w]
-        cycle = self.book.next_cycle(w, draws=steps)
+        cycle = self.book.next_cycle(w, steps=steps)
         message = ("go", self.book.first_step(w), self._t0, cycle, w, 1.0, steps)
         if self._send(w, message):
             x.state, x.since = "working", self._clock()
@@ -289,8 +289,7 @@ class ProcessBackend(WorkerProcesses):
                 clock=self._clock,
                 client=client,
             )
-            if self.progress is not None:
-                self.progress(self.book.version, self._total())
+            self._progress()
             if row is None:  # non-finite: the run is over
                 return
             self.rows.array[w] = row

@@ -52,7 +52,7 @@ class _Server:
         self.incarnation[w] += 1
         row = self.book.pull(w).copy()
         steps = None if self.compass is None else self.compass.steps[w]
-        first, cycle = self.book.first_step(w), self.book.next_cycle(w, draws=steps)
+        first, cycle = self.book.first_step(w), self.book.next_cycle(w, steps=steps)
         return row, first, cycle, steps, int(self.incarnation[w]), self.t0
 
     def forget(self, w: int) -> None:
@@ -122,7 +122,7 @@ class _Server:
             return None
         if self.pool is None:
             steps = self.compass.next_task(w, now)
-            return row.copy(), self.book.first_step(w), self.book.next_cycle(w, draws=steps), steps
+            return row.copy(), self.book.first_step(w), self.book.next_cycle(w, steps=steps), steps
         c = self.pool.take(w, now)
         return self._wait(now) if c is None else self._go(w, c, row)
 
@@ -236,7 +236,7 @@ class _Worker:
             if self.job.emulate_latency:
                 # The timing model's draw, stretched by slowdowns at this moment of the run
                 # (FedCompass's task: one draw a step).
-                target = self.emulated(cycle, started - t0, 1 if steps is None else steps)
+                target = self.emulated(cycle, started - t0, self.job.task_draws(self.w, steps))
                 time.sleep(max(0.0, target - (time.time() - started)))
             compute = time.time() - started
             reply = ray.get(server.commit.remote(self.w, incarnation, work, compute, time.time()))
@@ -262,8 +262,8 @@ class _Worker:
             work = self.compiled.gradient(row, client, first_step, steps)
             if self.job.emulate_latency:
                 # The slot's draw divided by its client's speed factor, as the timing model's.
-                draws = self.job.task_draws(client) if steps is None else steps
-                target = self.emulated(cycle, started - t0, draws) / speed
+                target = self.emulated(cycle, started - t0, self.job.task_draws(client, steps))
+                target /= speed
                 time.sleep(max(0.0, target - (time.time() - started)))
             compute = time.time() - started
             reply = ray.get(server.commit.remote(self.w, 0, work, compute, time.time()))

@@ -95,7 +95,8 @@ class ServerBook:
         self.commits_of = np.zeros(n, np.int64)
         self.steps_of = np.zeros(n, np.int64)  # committed mini-batches (FedCompass's tasks)
         self.cycles_of = np.zeros(n, np.int64)  # compute draws asked for, lost ones included
-        self.draws = draws or (lambda owner: 1)  # a task's draws (`RealJob.task_draws`)
+        # A task's draws, given its FedCompass steps if any (`RealJob.task_draws`).
+        self.draws = draws or (lambda owner, steps=None: 1 if steps is None else steps)
         self.new_life = np.ones(n, bool)  # the worker's next commit is the first of its life
         self.events: list[WorkerEvent] = []
         self.diverged_at: int | None = None
@@ -130,17 +131,15 @@ class ServerBook:
             return int(self.client_steps[client])
         return int(self.client_commits[client]) * self.compiled.window_of(client)
 
-    def next_cycle(self, worker: int, owner: int | None = None, draws: int | None = None) -> int:
+    def next_cycle(self, worker: int, owner: int | None = None, steps: int | None = None) -> int:
         """The index of the compute draw the worker's computation for `owner` (a population's
         client; else the worker) starts at, over all its lives, the ones lost to a kill
         included: the timing model draws a compute time for each (one per mini-batch where
-        clients take their own local steps, or `draws`: a FedCompass task's steps), so
+        clients take their own local steps, or a FedCompass task's `steps`), so
         `timing.EmulatedCompute` takes the draws from `cycle` on as the simulator does after
         a loss."""
         cycle = int(self.cycles_of[worker])
-        if draws is None:
-            draws = self.draws(worker if owner is None else owner)
-        self.cycles_of[worker] += draws
+        self.cycles_of[worker] += self.draws(worker if owner is None else owner, steps)
         return cycle
 
     def lost_push(self, worker: int) -> np.ndarray | None:

@@ -100,8 +100,7 @@ def _serve(worker: int, conn, rows_name: str, outbox_name: str, job: RealJob) ->
                 # The timing model's own draw for this cycle, stretched by the worker's
                 # slowdowns at this moment of the run (t0: the run's start, same clock), and
                 # divided by a population's client's speed factor, as the timing model does.
-                draws = job.task_draws(owner) if steps is None else steps
-                target = emulated(cycle, started - t0, draws) / speed
+                target = emulated(cycle, started - t0, job.task_draws(owner, steps)) / speed
                 time.sleep(max(0.0, target - (time.monotonic() - started)))
             compute = time.monotonic() - started
             outbox.array[worker] = work
